@@ -1,0 +1,168 @@
+"""Public errors of Ratchet.
+
+Every error raised by Ratchet derives from :class:`RatchetError`. Where a builtin fits, the error
+also inherits it (``JobNotFoundError`` is a ``LookupError``, argument errors are ``ValueError``),
+so code that already catches the builtin keeps working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+
+class RatchetError(Exception):
+    """Root of every error Ratchet raises."""
+
+
+class ConfigurationError(RatchetError, ValueError):
+    """A configuration value is missing or malformed; the message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"configuration key {key!r}: {message}")
+        self.key = key
+
+
+class DeploymentError(RatchetError):
+    """The container cannot be built (ambiguous or non-conforming alternatives)."""
+
+
+class AmbiguousAlternativeError(DeploymentError):
+    """Two alternatives share the highest priority for one SPI."""
+
+    def __init__(self, spi: str, priority: int, candidates: Iterable[str]) -> None:
+        names = sorted(candidates)
+        super().__init__(
+            f"SPI {spi}: alternatives {' and '.join(names)} both have priority {priority}; "
+            "give one of them a higher priority (for example Priority.APPLICATION + 100)"
+        )
+        self.spi = spi
+        self.priority = priority
+        self.candidates = tuple(names)
+
+
+class NonConformingAlternativeError(DeploymentError, TypeError):
+    """An alternative does not implement every member of its SPI protocol."""
+
+    def __init__(self, spi: str, candidate: str, missing: Iterable[str]) -> None:
+        members = sorted(missing)
+        super().__init__(f"alternative {candidate} for SPI {spi} is missing: {', '.join(members)}")
+        self.spi = spi
+        self.candidate = candidate
+        self.missing = tuple(members)
+
+
+class InvalidJobError(RatchetError, ValueError):
+    """A job cannot be created as requested (bad option, bad argument, refused target)."""
+
+
+class InvalidTargetError(InvalidJobError):
+    """The job target is not an importable, public function or method (lambda, closure, ...)."""
+
+
+class ClassNotAllowedError(RatchetError, PermissionError):
+    """The ``ClassPolicy`` refused a class named by a job target or payload."""
+
+    def __init__(self, class_name: str, where: str = "") -> None:
+        suffix = f" ({where})" if where else ""
+        super().__init__(
+            f"class {class_name!r} is not allowed by the ClassPolicy{suffix}; "
+            "add its package prefix to RATCHET_ALLOWED_PACKAGES"
+        )
+        self.class_name = class_name
+
+
+class PayloadError(RatchetError, ValueError):
+    """A payload or result could not be serialized or restored; names the argument."""
+
+
+class JobNotFoundError(RatchetError, LookupError):
+    """No job with the given id exists in the store."""
+
+    def __init__(self, job_id: UUID | str) -> None:
+        super().__init__(f"job {job_id} not found")
+        self.job_id = job_id
+
+
+class InvalidStateTransitionError(RatchetError):
+    """The requested transition is not allowed from the job's current status."""
+
+
+class StoreError(RatchetError):
+    """A store operation failed. ``retryable`` is true for transient failures."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class TransientStoreError(StoreError):
+    """A transient store failure (network, failover, deadlock); retrying may succeed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
+class StoreDataError(StoreError, ValueError):
+    """A stored row or document, or a value about to be stored, is invalid; names the field."""
+
+    def __init__(self, field: str, message: str, *, job_id: UUID | None = None) -> None:
+        where = f" of job {job_id}" if job_id is not None else ""
+        super().__init__(f"field {field!r}{where}: {message}")
+        self.field = field
+        self.job_id = job_id
+
+
+class DuplicateJobError(StoreError):
+    """A job with the same id already exists."""
+
+
+class UnsupportedCapabilityError(RatchetError, NotImplementedError):
+    """The store does not advertise the capability a feature needs."""
+
+    def __init__(self, capability: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the store capability {capability}, which this store lacks"
+        )
+        self.capability = capability
+
+
+class CircuitBreakerOpenError(RatchetError):
+    """A call was rejected because the circuit of the named service is open."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__(f"circuit breaker for service {service!r} is open")
+        self.service = service
+
+
+class EncryptionError(RatchetError):
+    """Encryption or decryption failed (integrity violation, unknown key id)."""
+
+
+class SchedulerStoppedError(RatchetError, RuntimeError):
+    """The scheduler or worker is not running."""
+
+
+__all__ = [
+    "AmbiguousAlternativeError",
+    "CircuitBreakerOpenError",
+    "ClassNotAllowedError",
+    "ConfigurationError",
+    "DeploymentError",
+    "DuplicateJobError",
+    "EncryptionError",
+    "InvalidJobError",
+    "InvalidStateTransitionError",
+    "InvalidTargetError",
+    "JobNotFoundError",
+    "NonConformingAlternativeError",
+    "PayloadError",
+    "RatchetError",
+    "SchedulerStoppedError",
+    "StoreDataError",
+    "StoreError",
+    "TransientStoreError",
+    "UnsupportedCapabilityError",
+]

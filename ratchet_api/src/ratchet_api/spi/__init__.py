@@ -1,0 +1,81 @@
+"""Every SPI of Ratchet as a ``typing.Protocol``.
+
+An SPI is replaced by registering an alternative with a priority on the Ratchet container (see
+``docs/overriding-an-spi.md``); the highest priority wins everywhere the SPI is injected.
+"""
+
+from ratchet_api.spi.payload import (
+    JobInvocationResolver,
+    KeyProvider,
+    LambdaAnalyzer,
+    PayloadEncryption,
+    PayloadSerializer,
+    PreExecutionArgResolver,
+    ResultPersistenceStrategy,
+)
+from ratchet_api.spi.policies import (
+    CircuitBreakerConfigProvider,
+    ClassPolicy,
+    ErrorSanitizer,
+    PayloadMaskingPolicy,
+    ResilienceStrategy,
+    RetryPolicy,
+)
+from ratchet_api.spi.runtime import (
+    AfterCommitRegistrar,
+    AfterCommitResult,
+    BeanResolver,
+    ClusterCoordinator,
+    ExecutionTuningProvider,
+    ExecutorProvider,
+    JobLogger,
+    JobLoggerFactory,
+    ManagedBean,
+    MetricsCollector,
+    NodeIdentityProvider,
+    NodeTagAffinityProvider,
+    PollingDelayStrategy,
+    PollingStrategyProvider,
+    RatchetConfig,
+    RatchetConfigKey,
+    RatchetConfigSource,
+    SchedulerLifecycleHook,
+    SignalOutcome,
+    StartupCoordinator,
+)
+
+__all__ = [
+    "AfterCommitRegistrar",
+    "AfterCommitResult",
+    "BeanResolver",
+    "CircuitBreakerConfigProvider",
+    "ClassPolicy",
+    "ClusterCoordinator",
+    "ErrorSanitizer",
+    "ExecutionTuningProvider",
+    "ExecutorProvider",
+    "JobInvocationResolver",
+    "JobLogger",
+    "JobLoggerFactory",
+    "KeyProvider",
+    "LambdaAnalyzer",
+    "ManagedBean",
+    "MetricsCollector",
+    "NodeIdentityProvider",
+    "NodeTagAffinityProvider",
+    "PayloadEncryption",
+    "PayloadMaskingPolicy",
+    "PayloadSerializer",
+    "PollingDelayStrategy",
+    "PollingStrategyProvider",
+    "PreExecutionArgResolver",
+    "RatchetConfig",
+    "RatchetConfigKey",
+    "RatchetConfigSource",
+    "ResilienceStrategy",
+    "ResultPersistenceStrategy",
+    "RetryPolicy",
+    "SchedulerLifecycleHook",
+    "SignalOutcome",
+    "StartupCoordinator",
+]

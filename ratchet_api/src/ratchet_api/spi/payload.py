@@ -1,0 +1,126 @@
+"""Payload SPIs: invocation resolution, serialization, results, encryption."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from ratchet_api.model import (
+    EncryptionContext,
+    EncryptionKey,
+    JobInvocation,
+    LambdaDescriptor,
+    SerializedJobResult,
+)
+
+
+@runtime_checkable
+class JobInvocationResolver(Protocol):
+    """Turns a callable plus arguments into a persisted ``JobInvocation``. Thread safe.
+
+    Must refuse, with ``InvalidTargetError`` naming the target, anything the worker could not
+    import again: lambdas, closures, nested functions, bound methods of arbitrary objects,
+    private (``_``-prefixed) targets and objects from ``__main__``. Arguments are converted to
+    JSON-representable values through the ``PayloadSerializer``; every class they name must pass
+    the ``ClassPolicy`` (``ClassNotAllowedError``).
+    """
+
+    def resolve(
+        self,
+        target: Callable[..., Any],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> JobInvocation: ...
+
+
+@runtime_checkable
+class LambdaAnalyzer(Protocol):
+    """Compatibility SPI: metadata of a callable without arguments. Prefer
+    ``JobInvocationResolver``."""
+
+    def analyze(self, target: Callable[..., Any]) -> LambdaDescriptor: ...
+
+
+@runtime_checkable
+class PayloadSerializer(Protocol):
+    """The JSON boundary for arguments and results. Thread safe. JSON never selects a class:
+    restoration is driven only by declared types.
+
+    ``deserialize`` returns None for None or empty text. Failures raise ``PayloadError`` (a
+    ``ValueError``) naming what failed.
+    """
+
+    def to_json_value(self, value: Any) -> Any:
+        """``value`` as JSON-representable data (dicts, lists, str, numbers, bool, None)."""
+        ...
+
+    def from_json_value(self, data: Any, declared: Any) -> Any:
+        """Restore ``data`` to the declared type (``list[Order]``, ``dict[str, Order]``, sets,
+        tuples, attrs/dataclasses, datetime, UUID, Decimal, enums). Where ``declared`` is
+        missing, ``Any`` or cannot be restored faithfully (type variables, unions of classes) the
+        raw JSON value is returned unchanged. Every class named by ``declared`` passes the
+        ``ClassPolicy`` first."""
+        ...
+
+    def serialize(self, payload: Any) -> str: ...
+
+    def deserialize(self, text: str | None, declared: Any = Any) -> Any: ...
+
+    def classes_in(self, declared: Any) -> list[str]:
+        """Dotted names of the user classes a declared type needs (for ``ClassPolicy``)."""
+        ...
+
+
+@runtime_checkable
+class PreExecutionArgResolver(Protocol):
+    """Last-moment argument patching before dispatch (after security checks). Only the
+    returned invocation's arguments are honoured; returning None or the input keeps the stored
+    arguments. Raising fails the attempt through the normal retry path."""
+
+    def resolve_arguments(
+        self, job_id: UUID, invocation: JobInvocation
+    ) -> JobInvocation | None: ...
+
+
+@runtime_checkable
+class ResultPersistenceStrategy(Protocol):
+    """Serializes a job's return value before it is stored on the job."""
+
+    def serialize(self, job_id: UUID, result: Any) -> SerializedJobResult: ...
+
+
+@runtime_checkable
+class PayloadEncryption(Protocol):
+    """AEAD engine for data at rest. Owns its nonce; the returned body carries everything
+    decryption needs except the key and the associated data (``ctx.associated_data()``).
+    ``decrypt`` raises ``EncryptionError`` on any integrity failure. Thread safe."""
+
+    def algorithm_id(self) -> str: ...
+
+    def encrypt(self, plaintext: bytes, key: EncryptionKey, ctx: EncryptionContext) -> bytes: ...
+
+    def decrypt(self, ciphertext: bytes, key: EncryptionKey, ctx: EncryptionContext) -> bytes: ...
+
+
+@runtime_checkable
+class KeyProvider(Protocol):
+    """Key storage and rotation: ``current_key`` writes, ``key_by_id`` reads old values. Old keys
+    must stay resolvable while any value written under them exists."""
+
+    def current_key(self) -> EncryptionKey: ...
+
+    def key_by_id(self, key_id: str) -> EncryptionKey:
+        """Raises ``EncryptionError`` for an unknown id."""
+        ...
+
+
+__all__ = [
+    "JobInvocationResolver",
+    "KeyProvider",
+    "LambdaAnalyzer",
+    "PayloadEncryption",
+    "PayloadSerializer",
+    "PreExecutionArgResolver",
+    "ResultPersistenceStrategy",
+]

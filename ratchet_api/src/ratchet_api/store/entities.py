@@ -1,0 +1,307 @@
+"""Store entities: what a store persists. Frozen attrs classes; stores map them to rows or
+documents with their own converters. Datetimes are aware UTC; stores must preserve at least
+millisecond precision and must keep ordering and equality correct at the precision they store
+(the TCK compares at millisecond precision).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.ids import uuid7
+from ratchet_api.model import (
+    JobPriority,
+    JobStatus,
+    JobType,
+    require_utc,
+    utc_now,
+)
+
+MAX_TAG_LENGTH = 128
+"""Longest tag a store must accept; longer tags are refused with ``StoreDataError``."""
+MAX_KEY_LENGTH = 255
+"""Longest idempotency key, signal key, resource key, lock name, property key or namespace."""
+
+
+def _utc(_: object, attribute: attrs.Attribute[Any], value: datetime | None) -> None:
+    require_utc(value, attribute.name)
+
+
+def _tags(_: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    for tag in value:
+        if not isinstance(tag, str) or not tag:
+            raise ValueError(f"tags: every tag must be a non-empty string, got {tag!r}")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise ValueError(
+                f"tags: tag {tag[:20]!r}... is {len(tag)} characters, the limit is {MAX_TAG_LENGTH}"
+            )
+
+
+def _key(_: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and len(value) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"{attribute.name} is {len(value)} characters, the limit is {MAX_KEY_LENGTH}"
+        )
+
+
+def _non_negative(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    if value < 0:
+        raise ValueError(f"{attribute.name} must not be negative, got {value}")
+
+
+@attrs.frozen(kw_only=True)
+class JobEntity:
+    """One job as stored.
+
+    ``payload`` is the serialized (possibly encrypted) invocation; ``target`` is its
+    ``module:qualname`` kept in clear for queries. ``attempt`` counts claims (it is incremented by
+    every claim, so an attempt lost to a crash still counts). ``claim_seq`` is the fencing token:
+    it is incremented by every claim and every fenced write must present the current value.
+    ``backoff`` is the JSON form of the job's ``BackoffPolicy`` (None: the engine default).
+    """
+
+    id: UUID = attrs.field(factory=uuid7)
+    status: JobStatus = JobStatus.PENDING
+    priority: JobPriority = JobPriority.NORMAL
+    job_type: JobType = JobType.STANDARD
+    target: str = ""
+    payload: str = "{}"
+    scheduled_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    created_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    updated_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    started_at: datetime | None = attrs.field(default=None, validator=_utc)
+    finished_at: datetime | None = attrs.field(default=None, validator=_utc)
+    attempt: int = attrs.field(default=0, validator=_non_negative)
+    max_retries: int = attrs.field(default=3, validator=_non_negative)
+    backoff: str | None = None
+    claim_seq: int = attrs.field(default=0, validator=_non_negative)
+    owner: str | None = None
+    heartbeat_at: datetime | None = attrs.field(default=None, validator=_utc)
+    idempotency_key: str | None = attrs.field(default=None, validator=_key)
+    execution_target: str | None = None
+    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_tags)
+    result: str | None = None
+    last_error: str | None = None
+    parent_id: UUID | None = None
+    batch_id: UUID | None = None
+    signal_key: str | None = attrs.field(default=None, validator=_key)
+    signal_deadline: datetime | None = attrs.field(default=None, validator=_utc)
+    signal_payload: str | None = None
+    resource_key: str | None = attrs.field(default=None, validator=_key)
+    recurring_name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Completion:
+    """A fenced success write for ``JobTerminalStore.mark_succeeded_many``."""
+
+    job_id: UUID
+    claim_seq: int
+    result: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class NodeEntity:
+    """A worker node as stored by ``NodeStore``; ``last_heartbeat`` is the store's clock."""
+
+    node_id: str
+    host: str = ""
+    pid: int = 0
+    started_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    last_heartbeat: datetime = attrs.field(factory=utc_now, validator=_utc)
+    running_jobs: int = 0
+    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+class MisfirePolicy(enum.StrEnum):
+    """What a recurring definition does with fire times missed while no node ran."""
+
+    FIRE_ONCE = "FIRE_ONCE"
+    """Fire one occurrence now for all missed times, then continue on schedule."""
+    SKIP = "SKIP"
+    """Drop missed occurrences; continue at the next future fire time."""
+    FIRE_ALL = "FIRE_ALL"
+    """Fire one occurrence per missed fire time."""
+
+
+@attrs.frozen(kw_only=True)
+class RecurringJobEntity:
+    """A recurring (cron) definition, unique by ``name``."""
+
+    name: str = attrs.field(validator=_key)
+    cron: str
+    timezone: str = "UTC"
+    target: str = ""
+    payload: str = "{}"
+    priority: JobPriority = JobPriority.NORMAL
+    max_retries: int = 3
+    next_fire_at: datetime = attrs.field(validator=_utc)
+    last_fired_at: datetime | None = attrs.field(default=None, validator=_utc)
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ONCE
+    enabled: bool = True
+    created_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+
+
+class BatchStatus(enum.StrEnum):
+    OPEN = "OPEN"
+    """Children may still be added (streaming batches)."""
+    SEALED = "SEALED"
+    """The total is final; the batch completes when every child has finished."""
+    COMPLETED = "COMPLETED"
+    """Every child finished; completion callbacks were released exactly once."""
+    CANCELLED = "CANCELLED"
+
+
+@attrs.frozen(kw_only=True)
+class BatchEntity:
+    """Progress of a batch: ``succeeded + failed`` reaches ``total`` when it can complete."""
+
+    id: UUID = attrs.field(factory=uuid7)
+    name: str = ""
+    status: BatchStatus = BatchStatus.OPEN
+    total: int = attrs.field(default=0, validator=_non_negative)
+    succeeded: int = attrs.field(default=0, validator=_non_negative)
+    failed: int = attrs.field(default=0, validator=_non_negative)
+    parent_job_id: UUID | None = None
+    created_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    completed_at: datetime | None = attrs.field(default=None, validator=_utc)
+
+    @property
+    def finished(self) -> int:
+        return self.succeeded + self.failed
+
+
+class ConditionKind(enum.StrEnum):
+    ON_SUCCESS = "ON_SUCCESS"
+    ON_FAILURE = "ON_FAILURE"
+    ALWAYS = "ALWAYS"
+    CUSTOM = "CUSTOM"
+    """``expression`` holds a serialized predicate invocation returning bool."""
+
+
+@attrs.frozen(kw_only=True)
+class WorkflowConditionEntity:
+    """Links a WAITING child job to its parent with the condition that releases it."""
+
+    id: UUID = attrs.field(factory=uuid7)
+    parent_job_id: UUID
+    child_job_id: UUID
+    kind: ConditionKind = ConditionKind.ON_SUCCESS
+    expression: str | None = None
+    position: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class LockEntity:
+    """A lease as stored by ``LockStore``; ``expires_at`` is on the store's clock."""
+
+    name: str
+    owner: str
+    acquired_at: datetime = attrs.field(validator=_utc)
+    expires_at: datetime = attrs.field(validator=_utc)
+
+
+@attrs.frozen(kw_only=True)
+class ExecutionRecord:
+    """One execution attempt of a job, kept by ``JobAuditStore``."""
+
+    id: UUID = attrs.field(factory=uuid7)
+    job_id: UUID
+    attempt: int
+    node_id: str
+    status: JobStatus
+    started_at: datetime = attrs.field(validator=_utc)
+    finished_at: datetime | None = attrs.field(default=None, validator=_utc)
+    duration_ms: int | None = None
+    error: str | None = None
+
+
+class LogLevel(enum.StrEnum):
+    TRACE = "TRACE"
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+@attrs.frozen(kw_only=True)
+class JobLogLine:
+    """One line of a job's stored log."""
+
+    job_id: UUID
+    logged_at: datetime = attrs.field(factory=utc_now, validator=_utc)
+    level: LogLevel = LogLevel.INFO
+    message: str = ""
+    attempt: int = 0
+
+
+class SortOrder(enum.StrEnum):
+    NEWEST_FIRST = "NEWEST_FIRST"
+    OLDEST_FIRST = "OLDEST_FIRST"
+
+
+@attrs.frozen(kw_only=True)
+class JobQuery:
+    """Filters of ``JobQueryStore.search_jobs``/``count_jobs``; every filter is ANDed, None = any.
+
+    ``properties`` filters need the ``JobExtensionStore`` capability (exact match on each key).
+    """
+
+    statuses: frozenset[JobStatus] | None = None
+    target: str | None = None
+    tag: str | None = None
+    job_type: JobType | None = None
+    parent_id: UUID | None = None
+    batch_id: UUID | None = None
+    created_after: datetime | None = attrs.field(default=None, validator=_utc)
+    created_before: datetime | None = attrs.field(default=None, validator=_utc)
+    properties: Mapping[str, str] = attrs.field(factory=dict)
+    limit: int = 100
+    offset: int = 0
+    order: SortOrder = SortOrder.NEWEST_FIRST
+
+    def __attrs_post_init__(self) -> None:
+        if not 1 <= self.limit <= 10_000:
+            raise ValueError(f"limit must be between 1 and 10000, got {self.limit}")
+        if self.offset < 0:
+            raise ValueError(f"offset must not be negative, got {self.offset}")
+
+
+@attrs.frozen(kw_only=True)
+class StatusCount:
+    status: JobStatus
+    count: int
+
+
+def as_timedelta(value: timedelta | float) -> timedelta:
+    """Accept seconds or a timedelta (store helper)."""
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "MAX_TAG_LENGTH",
+    "BatchEntity",
+    "BatchStatus",
+    "Completion",
+    "ConditionKind",
+    "ExecutionRecord",
+    "JobEntity",
+    "JobLogLine",
+    "JobQuery",
+    "LockEntity",
+    "LogLevel",
+    "MisfirePolicy",
+    "NodeEntity",
+    "RecurringJobEntity",
+    "SortOrder",
+    "StatusCount",
+    "WorkflowConditionEntity",
+    "as_timedelta",
+]

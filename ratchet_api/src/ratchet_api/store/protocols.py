@@ -1,0 +1,665 @@
+"""The store SPI.
+
+``JobStore`` composes the mandatory sub-protocols every store implements. Optional capabilities
+(``RecurringJobStore`` ... ``JobExtensionStore``) are advertised by implementing them and probed
+with ``store.capability(SignalStore)``; the engine disables a feature whose capability is absent.
+
+Contract rules that hold for every method unless its docstring says otherwise:
+
+* Thread safety: a store instance is shared by all threads of a process; every method is
+  thread safe.
+* Nullability: arguments are never None unless typed ``| None``; "not found" is ``None`` or
+  ``False``/``0``, never an exception, except where ``JobNotFoundError`` is documented.
+* Time: "now" is the store's clock (``NodeStore.server_now``), not the caller's, for due times,
+  leases and heartbeats. Datetimes passed in must be aware UTC (``StoreDataError`` otherwise).
+* Transactions: ``SUPPORTS`` reads may join a caller transaction and never require a write
+  transaction; ``REQUIRED`` mutations are atomic (all statements or none) and join the caller
+  transaction of a store view returned by ``JobStore.joined``; ``REQUIRES_NEW`` mutations (lock,
+  heartbeat, inactive-node deletion) commit independently of any caller transaction.
+* Fencing: methods taking ``claim_seq`` apply only to a RUNNING job whose current claim sequence
+  equals it, and report a stale caller with ``False`` while changing nothing.
+* Errors: driver errors are translated into ``StoreError`` (``TransientStoreError`` when retrying
+  may succeed); invalid values are refused with ``StoreDataError`` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol, TypeVar, runtime_checkable
+from uuid import UUID
+
+from ratchet_api.model import JobStatus, NodeTagFilter, StateWriteResult, VersionedState
+from ratchet_api.store.entities import (
+    BatchEntity,
+    Completion,
+    ExecutionRecord,
+    JobEntity,
+    JobLogLine,
+    JobQuery,
+    LockEntity,
+    NodeEntity,
+    RecurringJobEntity,
+    WorkflowConditionEntity,
+)
+
+C = TypeVar("C")
+
+
+@runtime_checkable
+class JobCrudStore(Protocol):
+    """Create, read, update and delete jobs."""
+
+    def insert_job(self, job: JobEntity) -> JobEntity:
+        """Insert ``job`` with its tags. REQUIRED.
+
+        If ``job.idempotency_key`` is set and a job with that key exists, nothing is written and
+        the existing job is returned (compare ids to tell). Raises ``DuplicateJobError`` when the
+        id exists, ``StoreDataError`` for an invalid field.
+        """
+        ...
+
+    def find_by_id(self, job_id: UUID) -> JobEntity | None:
+        """The job with its tags, or None. SUPPORTS."""
+        ...
+
+    def find_by_idempotency_key(self, key: str) -> JobEntity | None:
+        """The job holding ``key``, or None. SUPPORTS."""
+        ...
+
+    def update_job(self, job: JobEntity) -> JobEntity:
+        """Replace every stored field of ``job`` (tags included), set ``updated_at`` to now and
+        return the stored job. Unfenced: for administration, not for workers. REQUIRED.
+        Raises ``JobNotFoundError``."""
+        ...
+
+    def delete_job(self, job_id: UUID) -> bool:
+        """Delete the job and everything owned by it (tags, properties, state, logs,
+        executions). True if it existed. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class JobClaimStore(Protocol):
+    """Atomic claiming of due jobs."""
+
+    def claim_next_batch(
+        self,
+        node_id: str,
+        limit: int,
+        *,
+        execution_targets: Sequence[str] | None = None,
+        tag_filter: NodeTagFilter | None = None,
+    ) -> list[JobEntity]:
+        """Claim up to ``limit`` PENDING jobs due at the store's now. REQUIRED.
+
+        Order: priority (highest first), then ``scheduled_at``, then id. Each claimed job becomes
+        RUNNING with ``owner=node_id``, ``started_at=heartbeat_at=now``, ``attempt + 1`` and
+        ``claim_seq + 1``; the returned entities carry the new values. Atomic against every
+        concurrent caller in any process: a job is returned to exactly one caller per claim.
+        ``execution_targets`` restricts to jobs whose target label is in the list (None: any;
+        a job with no label matches any node). ``tag_filter`` keeps jobs carrying every required
+        tag and none of the excluded ones.
+        """
+        ...
+
+
+@runtime_checkable
+class JobTerminalStore(Protocol):
+    """Terminal transitions: success, dead letter, cancellation."""
+
+    def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
+        """Fenced RUNNING -> SUCCEEDED with ``result`` and ``finished_at=now``; clears owner.
+        REQUIRED."""
+        ...
+
+    def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
+        """Apply many fenced success writes in as few round trips as the backend allows; returns
+        the ids that applied (stale ones are left out). REQUIRED, atomic per job."""
+        ...
+
+    def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
+        """Fenced RUNNING -> FAILED (the dead letter) with ``last_error`` and ``finished_at``.
+        REQUIRED."""
+        ...
+
+    def cancel_job(self, job_id: UUID) -> bool:
+        """Any non-terminal status -> CANCELLED with ``finished_at``; a RUNNING job's claim is
+        thereby superseded. False if the job is terminal or missing. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class JobRetryStore(Protocol):
+    """Retry scheduling."""
+
+    def schedule_retry(self, job_id: UUID, claim_seq: int, run_at: datetime, error: str) -> bool:
+        """Fenced RUNNING -> PENDING due at ``run_at`` with ``last_error``; clears owner.
+        REQUIRED."""
+        ...
+
+    def retry_dead_letter(self, job_id: UUID, run_at: datetime | None = None) -> bool:
+        """FAILED -> PENDING due at ``run_at`` (None: now) with ``attempt`` reset to 0 and
+        ``finished_at`` cleared; for an operator's retry. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class JobPauseStore(Protocol):
+    """Pause and resume."""
+
+    def pause_job(self, job_id: UUID) -> bool:
+        """PENDING -> PAUSED. False from any other status. REQUIRED."""
+        ...
+
+    def resume_job(self, job_id: UUID) -> bool:
+        """PAUSED -> PENDING atomically (one caller wins). REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class JobBatchStatusStore(Protocol):
+    """Non-terminal status changes, release, and parent/child (orphan) operations."""
+
+    def compare_and_swap_status(self, job_id: UUID, expected: JobStatus, new: JobStatus) -> bool:
+        """Set ``new`` only if the current status is ``expected``. REQUIRED."""
+        ...
+
+    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+        """Fenced RUNNING -> PENDING without counting the attempt (``attempt - 1``), for jobs
+        claimed but never started (graceful shutdown). REQUIRED."""
+        ...
+
+    def reset_running_jobs(self, node_id: str) -> int:
+        """Every RUNNING job owned by ``node_id`` -> PENDING (attempt stays counted), owner
+        cleared; returns the count. REQUIRED."""
+        ...
+
+    def find_children(self, parent_id: UUID) -> list[JobEntity]:
+        """Jobs whose ``parent_id`` is ``parent_id``, oldest first. SUPPORTS."""
+        ...
+
+    def release_waiting_children(self, parent_id: UUID, child_ids: Sequence[UUID]) -> int:
+        """WAITING children of ``parent_id`` listed in ``child_ids`` -> PENDING due now.
+        REQUIRED."""
+        ...
+
+    def find_orphaned_children(self, limit: int) -> list[JobEntity]:
+        """WAITING jobs whose parent is terminal or missing (their release was lost). SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobBulkStore(Protocol):
+    """Bulk operations and cleanup."""
+
+    def bulk_insert(self, jobs: Sequence[JobEntity]) -> int:
+        """Insert many jobs (and their tags) with multi-row statements, atomically. Idempotency
+        keys that already exist are skipped, not raised. Returns the number inserted. REQUIRED."""
+        ...
+
+    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+        """RUNNING jobs owned by any of ``node_ids`` -> PENDING due now, owner cleared; the
+        attempt stays counted. Returns the count. REQUIRED."""
+        ...
+
+    def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:
+        """RUNNING jobs whose ``heartbeat_at`` is older than ``heartbeat_before``. SUPPORTS."""
+        ...
+
+    def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
+        """Set ``heartbeat_at=now`` on those RUNNING jobs owned by ``node_id``. REQUIRED."""
+        ...
+
+    def delete_dead_letter_older_than(self, cutoff: datetime, limit: int) -> int:
+        """Delete up to ``limit`` FAILED jobs finished before ``cutoff``. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class NodeStore(Protocol):
+    """Node registration, heartbeats and dead-node detection."""
+
+    def server_now(self) -> datetime:
+        """The store's clock, aware UTC. SUPPORTS."""
+        ...
+
+    def upsert_heartbeat(self, node: NodeEntity) -> None:
+        """Create or refresh the node; ``last_heartbeat`` is set to the store's now (the
+        entity's value is ignored). REQUIRES_NEW."""
+        ...
+
+    def find_inactive_nodes(self, timeout: timedelta) -> list[NodeEntity]:
+        """Nodes whose last heartbeat is older than now - ``timeout``. SUPPORTS."""
+        ...
+
+    def find_all_nodes(self) -> list[NodeEntity]:
+        """Every registered node. SUPPORTS."""
+        ...
+
+    def delete_inactive_nodes(self, timeout: timedelta) -> int:
+        """Delete nodes inactive for longer than ``timeout``. REQUIRES_NEW."""
+        ...
+
+    def delete_nodes_by_ids(self, node_ids: Sequence[str]) -> int:
+        """Delete the listed nodes. REQUIRES_NEW."""
+        ...
+
+
+@runtime_checkable
+class TagStore(Protocol):
+    """Job tag writes."""
+
+    def insert_tags(self, job_id: UUID, tags: Sequence[str]) -> None:
+        """Add tags (duplicates ignored). ``StoreDataError`` for a tag over
+        ``MAX_TAG_LENGTH``; ``JobNotFoundError`` for a missing job. REQUIRED."""
+        ...
+
+    def delete_tags_by_job_id(self, job_id: UUID) -> int:
+        """Remove every tag of the job; returns the count. REQUIRED."""
+        ...
+
+    def find_tags(self, job_id: UUID) -> list[str]:
+        """The job's tags, sorted. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobStore(
+    JobCrudStore,
+    JobClaimStore,
+    JobTerminalStore,
+    JobRetryStore,
+    JobPauseStore,
+    JobBatchStatusStore,
+    JobBulkStore,
+    NodeStore,
+    TagStore,
+    Protocol,
+):
+    """Everything a conforming store must provide."""
+
+    def capability(self, kind: type[C]) -> C | None:
+        """This store as ``kind`` if it advertises that capability, else None.
+
+        The usual implementation is ``return self if isinstance(self, kind) else None`` (every
+        capability protocol is runtime checkable); a store may return a helper object instead.
+        """
+        ...
+
+    def joined(self, transaction: object) -> JobStore:
+        """A view of this store whose REQUIRED mutations run inside the caller's transaction
+        handle (a SQLAlchemy ``Connection`` for SQL stores, a pymongo ``ClientSession`` for
+        Mongo): commit makes them visible, rollback undoes them. REQUIRES_NEW methods still
+        commit on their own. Raises ``StoreError`` for a handle the store cannot join."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+        ...
+
+
+# ---------------------------------------------------------------- optional capabilities
+
+
+@runtime_checkable
+class RecurringJobStore(Protocol):
+    """Recurring (cron) definitions."""
+
+    def save_recurring(self, recurring: RecurringJobEntity) -> RecurringJobEntity:
+        """Insert or replace the definition named ``recurring.name``. REQUIRED."""
+        ...
+
+    def find_recurring(self, name: str) -> RecurringJobEntity | None:
+        """SUPPORTS."""
+        ...
+
+    def list_recurring(self) -> list[RecurringJobEntity]:
+        """Every definition, by name. SUPPORTS."""
+        ...
+
+    def find_due_recurring(self, limit: int) -> list[RecurringJobEntity]:
+        """Enabled definitions with ``next_fire_at`` at or before now, earliest first. SUPPORTS."""
+        ...
+
+    def advance_next_fire(
+        self, name: str, expected_fire_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        """CAS: move ``next_fire_at`` from ``expected_fire_at`` to ``next_fire_at`` and set
+        ``last_fired_at=expected_fire_at``. Exactly one concurrent caller wins a fire time; the
+        winner enqueues the occurrence. REQUIRED."""
+        ...
+
+    def delete_recurring(self, name: str) -> bool:
+        """Remove the definition; True if it existed. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class BatchStore(Protocol):
+    """Batch progress tracking."""
+
+    def save_batch(self, batch: BatchEntity) -> BatchEntity:
+        """Insert a batch. REQUIRED."""
+        ...
+
+    def find_batch(self, batch_id: UUID) -> BatchEntity | None:
+        """SUPPORTS."""
+        ...
+
+    def add_to_total(self, batch_id: UUID, count: int) -> BatchEntity:
+        """Atomically add ``count`` children to an OPEN batch's total. REQUIRED.
+        Raises ``InvalidStateTransitionError`` if the batch is not OPEN."""
+        ...
+
+    def seal_batch(self, batch_id: UUID) -> bool:
+        """OPEN -> SEALED: the total is final. REQUIRED."""
+        ...
+
+    def increment_finished(self, batch_id: UUID, succeeded: bool) -> BatchEntity:
+        """Atomically count one finished child (as succeeded or failed); returns the new
+        progress. Concurrent increments never lose a count. REQUIRED."""
+        ...
+
+    def mark_batch_complete_if_ready(self, batch_id: UUID) -> bool:
+        """SEALED -> COMPLETED when ``succeeded + failed >= total``; True for exactly one caller
+        (who then releases the completion callbacks). REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class WorkflowConditionStore(Protocol):
+    """Conditions linking workflow steps to their parent."""
+
+    def save_conditions(self, conditions: Sequence[WorkflowConditionEntity]) -> None:
+        """Insert conditions. REQUIRED."""
+        ...
+
+    def find_conditions_by_parent(self, parent_job_id: UUID) -> list[WorkflowConditionEntity]:
+        """Conditions of the parent ordered by ``position``. SUPPORTS."""
+        ...
+
+    def delete_conditions_by_parent(self, parent_job_id: UUID) -> int:
+        """REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class SignalStore(Protocol):
+    """Jobs waiting for signals."""
+
+    def deliver_signal_by_id(self, job_id: UUID, payload: str | None) -> bool:
+        """AWAITING_SIGNAL -> PENDING due now with ``signal_payload``; exactly one concurrent
+        delivery wins. REQUIRED."""
+        ...
+
+    def deliver_signal_by_key(self, signal_key: str, payload: str | None) -> int:
+        """Deliver to every job awaiting ``signal_key``; returns how many. REQUIRED."""
+        ...
+
+    def find_timed_out_signal_jobs(self, limit: int) -> list[JobEntity]:
+        """AWAITING_SIGNAL jobs whose ``signal_deadline`` passed (store's now). SUPPORTS."""
+        ...
+
+    def expire_signal(self, job_id: UUID, error: str) -> bool:
+        """AWAITING_SIGNAL -> FAILED with ``last_error`` (timeout); loses to a concurrent
+        delivery. REQUIRED."""
+        ...
+
+
+@runtime_checkable
+class ResourcePermitStore(Protocol):
+    """Counting permits per resource key (concurrency limits)."""
+
+    def try_acquire_permit(
+        self, resource_key: str, holder: str, limit: int, ttl: timedelta
+    ) -> bool:
+        """Take a permit if fewer than ``limit`` live permits exist (expired ones do not count
+        and may be replaced). Re-acquiring by the same holder refreshes it and succeeds.
+        Atomic against concurrent callers. REQUIRED."""
+        ...
+
+    def release_permit(self, resource_key: str, holder: str) -> bool:
+        """REQUIRED."""
+        ...
+
+    def count_permits(self, resource_key: str) -> int:
+        """Live (unexpired) permits. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class LockStore(Protocol):
+    """Best-effort expiring leases (not a fencing primitive).
+
+    Acquisition for one name is atomic: while a lease is live at most one racing caller
+    succeeds; an expired lease is reclaimable without the old holder. ``unlock`` and
+    ``renew_lock`` check the owner atomically and do nothing for another owner. Expiry uses the
+    store's clock. All three methods are REQUIRES_NEW.
+    """
+
+    def try_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        """Acquire (or re-acquire as the same owner) the lease for ``ttl``."""
+        ...
+
+    def unlock(self, name: str, owner: str) -> bool:
+        """Release if held by ``owner``; False and unchanged otherwise."""
+        ...
+
+    def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        """Extend a live lease held by ``owner`` to now + ``ttl``; False means the lease is
+        lost and the caller must stop the protected work."""
+        ...
+
+    def find_lock(self, name: str) -> LockEntity | None:
+        """The current lease row (possibly expired), or None. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class ArchiveStore(Protocol):
+    """Moving finished jobs out of the hot table."""
+
+    def archive_job(self, job_id: UUID) -> bool:
+        """Move a terminal job (with its tags, properties and state) to the archive in one
+        atomic step: afterwards it is in exactly one place. False if missing or not terminal.
+        REQUIRED."""
+        ...
+
+    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
+        """Archive up to ``limit`` terminal jobs finished before ``cutoff``. REQUIRED."""
+        ...
+
+    def find_archived_job(self, job_id: UUID) -> JobEntity | None:
+        """SUPPORTS."""
+        ...
+
+    def find_archived_jobs(self, limit: int, offset: int = 0) -> list[JobEntity]:
+        """Newest finished first. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobQueryStore(Protocol):
+    """Read-only projections for administration and dashboards."""
+
+    def search_jobs(self, query: JobQuery) -> list[JobEntity]:
+        """Jobs matching every filter, ordered by ``created_at`` then id. SUPPORTS.
+        ``UnsupportedCapabilityError`` for property filters without ``JobExtensionStore``."""
+        ...
+
+    def count_jobs(self, query: JobQuery) -> int:
+        """SUPPORTS (limit/offset ignored)."""
+        ...
+
+    def find_job_ids_by_tag(self, tag: str, limit: int) -> list[UUID]:
+        """SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobAnalyticsStore(Protocol):
+    """Aggregates over jobs."""
+
+    def count_jobs_by_status(self) -> dict[JobStatus, int]:
+        """Every status with its count (0 included). SUPPORTS."""
+        ...
+
+    def count_finished_since(self, since: datetime) -> dict[JobStatus, int]:
+        """Terminal jobs finished at or after ``since``, by status; rates are counts over the
+        window. SUPPORTS."""
+        ...
+
+    def execution_time_percentile(self, percentile: float, since: datetime) -> timedelta | None:
+        """The ``percentile`` (0-100) of ``finished_at - started_at`` for jobs SUCCEEDED since
+        ``since`` (nearest-rank); None without data. SUPPORTS."""
+        ...
+
+    def queue_wait_percentile(self, percentile: float, since: datetime) -> timedelta | None:
+        """The percentile of ``started_at - scheduled_at`` for jobs started since ``since``.
+        SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobAuditStore(Protocol):
+    """Execution history and per-job logs."""
+
+    def save_execution(self, record: ExecutionRecord) -> None:
+        """REQUIRED."""
+        ...
+
+    def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
+        """Ordered by attempt. SUPPORTS."""
+        ...
+
+    def append_logs(self, lines: Sequence[JobLogLine]) -> None:
+        """Append lines (one round trip where possible). REQUIRED."""
+        ...
+
+    def find_logs_by_job_id(self, job_id: UUID, limit: int = 1000) -> list[JobLogLine]:
+        """Lines in the order they were appended. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class JobExtensionStore(Protocol):
+    """Indexed per-job properties (write-once) and versioned per-namespace state."""
+
+    def put_property(self, job_id: UUID, key: str, value: str) -> bool:
+        """Write-once: True if written, False if ``key`` already exists (value unchanged).
+        ``JobNotFoundError`` for a missing job. REQUIRED."""
+        ...
+
+    def get_property(self, job_id: UUID, key: str) -> str | None:
+        """SUPPORTS."""
+        ...
+
+    def get_properties_by_prefix(self, job_id: UUID, prefix: str) -> dict[str, str]:
+        """Properties whose key starts with ``prefix`` (literally: ``%`` and ``_`` are not
+        wildcards). SUPPORTS."""
+        ...
+
+    def get_state(self, job_id: UUID, namespace: str) -> VersionedState | None:
+        """SUPPORTS."""
+        ...
+
+    def init_state(
+        self, job_id: UUID, namespace: str, state: str, expected_claim_seq: int | None = None
+    ) -> StateWriteResult:
+        """Create version 0. VERSION_CONFLICT if state exists. With ``expected_claim_seq`` the
+        write is fenced: SUPERSEDED unless the job is RUNNING with that claim sequence.
+        REQUIRED."""
+        ...
+
+    def update_state(
+        self,
+        job_id: UUID,
+        namespace: str,
+        state: str,
+        expected_version: int,
+        expected_claim_seq: int | None = None,
+    ) -> StateWriteResult:
+        """CAS on ``expected_version``: UPDATED (version + 1), VERSION_CONFLICT (re-read), or
+        SUPERSEDED (fence failed; checked before the version). VERSION_CONFLICT also when no
+        state exists. REQUIRED."""
+        ...
+
+    def properties_for_jobs(self, job_ids: Sequence[UUID]) -> Mapping[UUID, dict[str, str]]:
+        """Every property of each listed job (missing jobs map to nothing). SUPPORTS."""
+        ...
+
+
+CAPABILITIES: tuple[type, ...] = (
+    RecurringJobStore,
+    BatchStore,
+    WorkflowConditionStore,
+    SignalStore,
+    ResourcePermitStore,
+    LockStore,
+    ArchiveStore,
+    JobQueryStore,
+    JobAnalyticsStore,
+    JobAuditStore,
+    JobExtensionStore,
+)
+"""Every optional capability, in documentation order."""
+
+MANDATORY: tuple[type, ...] = (
+    JobCrudStore,
+    JobClaimStore,
+    JobTerminalStore,
+    JobRetryStore,
+    JobPauseStore,
+    JobBatchStatusStore,
+    JobBulkStore,
+    NodeStore,
+    TagStore,
+)
+
+
+@runtime_checkable
+class SchemaManager(Protocol):
+    """Schema migrations of a store (``ratchet db upgrade``). Not a TCK capability: a store
+    whose schema needs no management need not implement it. Probe with
+    ``store.capability(SchemaManager)``."""
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Migrate the schema up to ``revision``. Idempotent."""
+        ...
+
+    def downgrade(self, revision: str) -> None:
+        """Migrate down to ``revision`` (``"base"`` removes every Ratchet table)."""
+        ...
+
+    def current_revision(self) -> str | None:
+        """The applied revision, or None for an empty database."""
+        ...
+
+
+__all__ = [
+    "CAPABILITIES",
+    "MANDATORY",
+    "ArchiveStore",
+    "BatchStore",
+    "JobAnalyticsStore",
+    "JobAuditStore",
+    "JobBatchStatusStore",
+    "JobBulkStore",
+    "JobClaimStore",
+    "JobCrudStore",
+    "JobExtensionStore",
+    "JobPauseStore",
+    "JobQueryStore",
+    "JobRetryStore",
+    "JobStore",
+    "JobTerminalStore",
+    "LockStore",
+    "NodeStore",
+    "RecurringJobStore",
+    "ResourcePermitStore",
+    "SchemaManager",
+    "SignalStore",
+    "TagStore",
+    "WorkflowConditionStore",
+]
