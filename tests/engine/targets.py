@@ -1,0 +1,140 @@
+"""Importable job targets for the engine tests (E1 owns this module; E2 may add functions at the
+end). Everything here lives under ``tests.``, which the test containers allow in the ClassPolicy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import threading
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from ratchet_api import JobContext
+from ratchet_api.model import BackoffPolicy
+
+
+@attrs.frozen(kw_only=True)
+class Order:
+    id: int
+    item: str
+    price: Decimal
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+@dataclasses.dataclass(frozen=True)
+class Shipment:
+    order: Order
+    shipped_at: datetime
+    tracking: UUID
+    color: Color = Color.RED
+
+
+# A process-local record of calls, for tests that run jobs in this process.
+CALLS: list[tuple[str, Any]] = []
+_CALLS_LOCK = threading.Lock()
+
+
+def record(name: str, value: Any) -> None:
+    with _CALLS_LOCK:
+        CALLS.append((name, value))
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def greet(name: str, punctuation: str = "!") -> str:
+    return f"hello {name}{punctuation}"
+
+
+def echo(value):  # type: ignore[no-untyped-def]  # deliberately without hints: raw JSON values
+    return value
+
+
+def echo_any(value: Any) -> Any:
+    return value
+
+
+def total_price(orders: list[Order]) -> str:
+    """Needs real ``Order`` instances (attribute access fails on dicts)."""
+    return str(sum((o.price for o in orders), Decimal(0)))
+
+
+def order_items(orders: dict[str, Order]) -> list[str]:
+    return sorted(f"{key}={order.item}" for key, order in orders.items())
+
+
+def nested_shapes(groups: list[set[str]], pair: tuple[int, ...]) -> list[Any]:
+    return [sorted(type(g).__name__ for g in groups), type(pair).__name__, sum(pair)]
+
+
+def ship(shipment: Shipment) -> str:
+    return f"{shipment.order.item}:{shipment.color.value}:{shipment.shipped_at.isoformat()}"
+
+
+def fail_always(message: str) -> None:
+    raise RuntimeError(message)
+
+
+async def async_add(a: int, b: int) -> int:
+    await asyncio.sleep(0)
+    return a + b
+
+
+def uses_context(x: int, ctx: JobContext) -> int:
+    ctx.logger.info(f"running with {x}")
+    return x * 2
+
+
+def takes_outside_class(policy: BackoffPolicy) -> str:
+    """Its hint names ``ratchet_api.model.BackoffPolicy``, outside the ``tests.`` allowlist."""
+    return str(policy.kind)
+
+
+class Calculator:
+    """A class the container provides (non-static targets are methods of it)."""
+
+    def __init__(self) -> None:
+        self.factor = 10
+
+    def scale(self, value: int) -> int:
+        return value * self.factor
+
+    @staticmethod
+    def double(value: int) -> int:
+        return value * 2
+
+    @classmethod
+    def triple(cls, value: int) -> int:
+        return value * 3
+
+
+def _private_target() -> None:
+    return None
+
+
+def make_closure(offset: int) -> Any:
+    def inner(value: int) -> int:
+        return value + offset
+
+    return inner
+
+
+def make_nested() -> Any:
+    def nested(value: int) -> int:
+        return value
+
+    return nested
+
+
+# ---------------------------------------------------------------- E2 may add targets below
