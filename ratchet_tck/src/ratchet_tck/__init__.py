@@ -1,0 +1,27 @@
+"""Ratchet store TCK: contract tests that certify a store, and the compatibility report.
+
+A store's test module certifies the store with::
+
+    import pytest
+    from ratchet_tck import StoreFixture, contract_test_classes
+
+    @pytest.fixture
+    def tck_fixture() -> Iterator[StoreFixture]: ...
+
+    globals().update(contract_test_classes())
+"""
+
+from ratchet_tck.contracts import *  # noqa: F403
+from ratchet_tck.contracts import __all__ as _contract_names
+from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, now_ms
+from ratchet_tck.registry import ALL_CONTRACTS, contract_test_classes, is_required
+
+__all__ = [
+    "ALL_CONTRACTS",
+    "BaseStoreFixture",
+    "StoreFixture",
+    "contract_test_classes",
+    "is_required",
+    "now_ms",
+    *_contract_names,
+]

@@ -1,0 +1,61 @@
+"""The list of contracts and the helper that turns them into collectable test classes."""
+
+from __future__ import annotations
+
+from ratchet_tck import contracts as _c
+from ratchet_tck.contracts.base import StoreContract
+
+ALL_CONTRACTS: tuple[type[StoreContract], ...] = tuple(
+    cls
+    for cls in (
+        getattr(_c, name, None)
+        for name in (
+            "JobCrudStoreContract",
+            "JobClaimStoreContract",
+            "JobTerminalStoreContract",
+            "JobRetryStoreContract",
+            "JobPauseStoreContract",
+            "JobBatchStatusStoreContract",
+            "JobBulkStoreContract",
+            "NodeStoreContract",
+            "TagStoreContract",
+            "DualWriteInvariantContract",
+            "RecurringJobStoreContract",
+            "BatchStoreContract",
+            "WorkflowConditionStoreContract",
+            "SignalStoreContract",
+            "ResourcePermitStoreContract",
+            "LockStoreContract",
+            "ArchiveStoreContract",
+            "JobQueryStoreContract",
+            "JobAnalyticsStoreContract",
+            "JobAuditStoreContract",
+            "JobExtensionStoreContract",
+        )
+    )
+    if isinstance(cls, type) and issubclass(cls, StoreContract)
+)
+"""Every contract: the required (core) ones first, then one per optional capability."""
+
+
+def is_required(contract: type[StoreContract]) -> bool:
+    """A required contract must pass for a store to be compatible; the others may be N/A."""
+    return contract.capability is None
+
+
+def contract_test_classes(
+    contracts: tuple[type[StoreContract], ...] = ALL_CONTRACTS,
+) -> dict[str, type[StoreContract]]:
+    """``{"TestJobCrudStoreContract": <class>, ...}``: collectable subclasses of each contract.
+
+    Use ``globals().update(contract_test_classes())`` in a test module that defines the
+    ``tck_fixture`` fixture.
+    """
+    classes: dict[str, type[StoreContract]] = {}
+    for contract in contracts:
+        name = f"Test{contract.__name__}"
+        classes[name] = type(name, (contract,), {"__test__": True, "__doc__": contract.__doc__})
+    return classes
+
+
+__all__ = ["ALL_CONTRACTS", "contract_test_classes", "is_required"]
