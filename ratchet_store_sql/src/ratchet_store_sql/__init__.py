@@ -1,0 +1,1 @@
+"""Ratchet's SQL store: SQLAlchemy Core on SQLite, PostgreSQL and MySQL/MariaDB."""

@@ -1,0 +1,56 @@
+"""Column types shared by the schema and the baseline migration.
+
+Datetimes are stored timezone-naive in UTC with microseconds (``DATETIME(6)`` on MySQL/MariaDB)
+and come back aware UTC. Long text is ``LONGTEXT`` on MySQL/MariaDB, whose ``TEXT`` stops at 64 KiB.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
+
+from ratchet_api.errors import StoreDataError
+
+
+class UtcDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC in Python, naive UTC in the database. Naive or non-UTC values are refused."""
+
+    impl = sa.DateTime(timezone=False)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(sa.DateTime(timezone=False))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise StoreDataError("datetime", f"expected a datetime, got {type(value).__name__}")
+        if value.tzinfo is None or value.utcoffset() != timedelta(0):
+            raise StoreDataError(
+                "datetime", f"must be a timezone-aware UTC datetime, got {value!r}"
+            )
+        return value.replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # a raw SQLite clock expression without a type
+            value = datetime.fromisoformat(value)
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+def long_text() -> sa.types.TypeEngine[str]:
+    """``TEXT`` (``LONGTEXT`` on MySQL/MariaDB)."""
+    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+
+__all__ = ["UtcDateTime", "long_text"]

@@ -1,0 +1,277 @@
+"""The one schema definition of the SQL store (SQLAlchemy Core ``MetaData``).
+
+Every table is prefixed ``ratchet_``; constraint and index names follow the naming convention so
+that migrations are reproducible on every backend. The Alembic baseline creates exactly this
+schema (a test compares them on SQLite, PostgreSQL and MariaDB).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
+from ratchet_store_sql._types import UtcDateTime, long_text
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+KEY = MAX_KEY_LENGTH
+STATUS_LEN = 20
+
+
+def _job_columns() -> list[sa.Column[object]]:
+    """Columns shared by the hot job table and the archive."""
+    return [
+        sa.Column("id", sa.Uuid(), primary_key=True),
+        sa.Column("status", sa.String(STATUS_LEN), nullable=False),
+        sa.Column("priority", sa.Integer(), nullable=False),
+        sa.Column("job_type", sa.String(STATUS_LEN), nullable=False),
+        sa.Column("target", sa.String(512), nullable=False),
+        sa.Column("payload", long_text(), nullable=False),
+        sa.Column("scheduled_at", UtcDateTime(), nullable=False),
+        sa.Column("created_at", UtcDateTime(), nullable=False),
+        sa.Column("updated_at", UtcDateTime(), nullable=False),
+        sa.Column("started_at", UtcDateTime(), nullable=True),
+        sa.Column("finished_at", UtcDateTime(), nullable=True),
+        sa.Column("attempt", sa.Integer(), nullable=False),
+        sa.Column("max_retries", sa.Integer(), nullable=False),
+        sa.Column("backoff", sa.Text(), nullable=True),
+        sa.Column("claim_seq", sa.Integer(), nullable=False),
+        sa.Column("owner", sa.String(KEY), nullable=True),
+        sa.Column("heartbeat_at", UtcDateTime(), nullable=True),
+        sa.Column("idempotency_key", sa.String(KEY), nullable=True),
+        sa.Column("execution_target", sa.String(KEY), nullable=True),
+        sa.Column("result", long_text(), nullable=True),
+        sa.Column("last_error", long_text(), nullable=True),
+        sa.Column("parent_id", sa.Uuid(), nullable=True),
+        sa.Column("batch_id", sa.Uuid(), nullable=True),
+        sa.Column("signal_key", sa.String(KEY), nullable=True),
+        sa.Column("signal_deadline", UtcDateTime(), nullable=True),
+        sa.Column("signal_payload", long_text(), nullable=True),
+        sa.Column("resource_key", sa.String(KEY), nullable=True),
+        sa.Column("recurring_name", sa.String(KEY), nullable=True),
+    ]
+
+
+jobs = sa.Table(
+    "ratchet_jobs",
+    metadata,
+    *_job_columns(),
+    sa.UniqueConstraint("idempotency_key"),
+)
+# The claim path: PENDING jobs by priority (highest first), due time, id. Partial on the
+# databases that support it, so the index holds only the claimable rows.
+sa.Index(
+    "ix_ratchet_jobs_claim",
+    jobs.c.status,
+    jobs.c.priority,
+    jobs.c.scheduled_at,
+    jobs.c.id,
+    postgresql_where=jobs.c.status == "PENDING",
+    sqlite_where=jobs.c.status == "PENDING",
+)
+sa.Index("ix_ratchet_jobs_owner_status", jobs.c.owner, jobs.c.status)
+sa.Index("ix_ratchet_jobs_status_heartbeat_at", jobs.c.status, jobs.c.heartbeat_at)
+sa.Index("ix_ratchet_jobs_status_finished_at", jobs.c.status, jobs.c.finished_at)
+sa.Index("ix_ratchet_jobs_status_signal_deadline", jobs.c.status, jobs.c.signal_deadline)
+sa.Index("ix_ratchet_jobs_signal_key", jobs.c.signal_key)
+sa.Index("ix_ratchet_jobs_parent_id", jobs.c.parent_id)
+sa.Index("ix_ratchet_jobs_batch_id", jobs.c.batch_id)
+sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
+sa.Index("ix_ratchet_jobs_target", jobs.c.target)
+sa.Index("ix_ratchet_jobs_status_started_at", jobs.c.status, jobs.c.started_at)
+
+job_tags = sa.Table(
+    "ratchet_job_tags",
+    metadata,
+    sa.Column(
+        "job_id",
+        sa.Uuid(),
+        sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("tag", sa.String(MAX_TAG_LENGTH), primary_key=True),
+)
+sa.Index("ix_ratchet_job_tags_tag_job_id", job_tags.c.tag, job_tags.c.job_id)
+
+nodes = sa.Table(
+    "ratchet_nodes",
+    metadata,
+    sa.Column("node_id", sa.String(KEY), primary_key=True),
+    sa.Column("host", sa.String(KEY), nullable=False),
+    sa.Column("pid", sa.Integer(), nullable=False),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("last_heartbeat", UtcDateTime(), nullable=False),
+    sa.Column("running_jobs", sa.Integer(), nullable=False),
+    sa.Column("tags", sa.Text(), nullable=False),
+)
+sa.Index("ix_ratchet_nodes_last_heartbeat", nodes.c.last_heartbeat)
+
+recurring_jobs = sa.Table(
+    "ratchet_recurring_jobs",
+    metadata,
+    sa.Column("name", sa.String(KEY), primary_key=True),
+    sa.Column("cron", sa.String(KEY), nullable=False),
+    sa.Column("timezone", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(512), nullable=False),
+    sa.Column("payload", long_text(), nullable=False),
+    sa.Column("priority", sa.Integer(), nullable=False),
+    sa.Column("max_retries", sa.Integer(), nullable=False),
+    sa.Column("next_fire_at", UtcDateTime(), nullable=False),
+    sa.Column("last_fired_at", UtcDateTime(), nullable=True),
+    sa.Column("misfire_policy", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("enabled", sa.Boolean(), nullable=False),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+)
+sa.Index(
+    "ix_ratchet_recurring_jobs_enabled_next_fire_at",
+    recurring_jobs.c.enabled,
+    recurring_jobs.c.next_fire_at,
+)
+
+batches = sa.Table(
+    "ratchet_batches",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("name", sa.String(KEY), nullable=False),
+    sa.Column("status", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("total", sa.Integer(), nullable=False),
+    sa.Column("succeeded", sa.Integer(), nullable=False),
+    sa.Column("failed", sa.Integer(), nullable=False),
+    sa.Column("parent_job_id", sa.Uuid(), nullable=True),
+    sa.Column("created_at", UtcDateTime(), nullable=False),
+    sa.Column("completed_at", UtcDateTime(), nullable=True),
+)
+
+workflow_conditions = sa.Table(
+    "ratchet_workflow_conditions",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("parent_job_id", sa.Uuid(), nullable=False),
+    sa.Column("child_job_id", sa.Uuid(), nullable=False),
+    sa.Column("kind", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("expression", long_text(), nullable=True),
+    sa.Column("position", sa.Integer(), nullable=False),
+)
+sa.Index(
+    "ix_ratchet_workflow_conditions_parent_job_id_position",
+    workflow_conditions.c.parent_job_id,
+    workflow_conditions.c.position,
+)
+
+resource_permits = sa.Table(
+    "ratchet_resource_permits",
+    metadata,
+    sa.Column("resource_key", sa.String(KEY), primary_key=True),
+    sa.Column("holder", sa.String(KEY), primary_key=True),
+    sa.Column("acquired_at", UtcDateTime(), nullable=False),
+    sa.Column("expires_at", UtcDateTime(), nullable=False),
+)
+
+locks = sa.Table(
+    "ratchet_locks",
+    metadata,
+    sa.Column("name", sa.String(KEY), primary_key=True),
+    sa.Column("owner", sa.String(KEY), nullable=False),
+    sa.Column("acquired_at", UtcDateTime(), nullable=False),
+    sa.Column("expires_at", UtcDateTime(), nullable=False),
+)
+
+archived_jobs = sa.Table(
+    "ratchet_archived_jobs",
+    metadata,
+    *_job_columns(),
+    sa.Column("tags", sa.Text(), nullable=False),
+    sa.Column("properties", long_text(), nullable=False),
+    sa.Column("state", long_text(), nullable=False),
+    sa.Column("archived_at", UtcDateTime(), nullable=False),
+)
+sa.Index("ix_ratchet_archived_jobs_finished_at", archived_jobs.c.finished_at)
+
+job_properties = sa.Table(
+    "ratchet_job_properties",
+    metadata,
+    sa.Column(
+        "job_id",
+        sa.Uuid(),
+        sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("key", sa.String(KEY), primary_key=True),
+    sa.Column("value", long_text(), nullable=False),
+)
+sa.Index("ix_ratchet_job_properties_key", job_properties.c.key)
+
+job_state = sa.Table(
+    "ratchet_job_state",
+    metadata,
+    sa.Column(
+        "job_id",
+        sa.Uuid(),
+        sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("namespace", sa.String(KEY), primary_key=True),
+    sa.Column("json", long_text(), nullable=False),
+    sa.Column("version", sa.Integer(), nullable=False),
+)
+
+executions = sa.Table(
+    "ratchet_executions",
+    metadata,
+    sa.Column("id", sa.Uuid(), primary_key=True),
+    sa.Column("job_id", sa.Uuid(), nullable=False),
+    sa.Column("attempt", sa.Integer(), nullable=False),
+    sa.Column("node_id", sa.String(KEY), nullable=False),
+    sa.Column("status", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("started_at", UtcDateTime(), nullable=False),
+    sa.Column("finished_at", UtcDateTime(), nullable=True),
+    sa.Column("duration_ms", sa.BigInteger(), nullable=True),
+    sa.Column("error", long_text(), nullable=True),
+)
+sa.Index("ix_ratchet_executions_job_id_attempt", executions.c.job_id, executions.c.attempt)
+
+job_logs = sa.Table(
+    "ratchet_job_logs",
+    metadata,
+    sa.Column(
+        "id",
+        sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column("job_id", sa.Uuid(), nullable=False),
+    sa.Column("logged_at", UtcDateTime(), nullable=False),
+    sa.Column("level", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("message", long_text(), nullable=False),
+    sa.Column("attempt", sa.Integer(), nullable=False),
+)
+sa.Index("ix_ratchet_job_logs_job_id_id", job_logs.c.job_id, job_logs.c.id)
+
+VERSION_TABLE = "ratchet_alembic_version"
+
+__all__ = [
+    "NAMING_CONVENTION",
+    "VERSION_TABLE",
+    "archived_jobs",
+    "batches",
+    "executions",
+    "job_logs",
+    "job_properties",
+    "job_state",
+    "job_tags",
+    "jobs",
+    "locks",
+    "metadata",
+    "nodes",
+    "recurring_jobs",
+    "resource_permits",
+    "workflow_conditions",
+]
