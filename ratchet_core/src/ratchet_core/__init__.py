@@ -1,0 +1,7 @@
+"""Ratchet engine: the container with priority alternatives, default SPI implementations and
+the command line. Import the container from :mod:`ratchet_core.container`."""
+
+from ratchet_core.alternatives import SpiDescription, alternative
+from ratchet_core.container import RatchetContainer, RatchetDynamicContainer
+
+__all__ = ["RatchetContainer", "RatchetDynamicContainer", "SpiDescription", "alternative"]

@@ -1,0 +1,171 @@
+"""The ``ratchet`` command line.
+
+The group ``main`` holds global options (``--app``, ``--set``); commands live in modules of this
+package listed in :data:`COMMAND_MODULES`, each defining ``register(group: click.Group) -> None``.
+A module that does not exist is skipped, so commands can be added without editing this file.
+
+Commands obtain the Ratchet container with :func:`get_container` (built: alternatives applied)
+and the application object with :func:`get_app`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import attrs
+import click
+
+from ratchet_api.errors import RatchetError
+from ratchet_core.container import (
+    RatchetContainer,
+    RatchetDynamicContainer,
+    find_ratchet_container,
+)
+
+COMMAND_MODULES: tuple[str, ...] = ("spi", "db", "worker", "jobs", "enqueue", "demo", "tck")
+
+
+@attrs.define
+class CliState:
+    """Per-invocation state kept in ``click.Context.obj``."""
+
+    app_spec: str | None = None
+    settings: dict[str, str] = attrs.field(factory=dict)
+    _app: Any = None
+    _container: RatchetDynamicContainer | None = None
+
+    def app(self) -> Any:
+        """The application object named by ``--app`` (None without it)."""
+        if self.app_spec is None:
+            return None
+        if self._app is None:
+            self._app = load_app(self.app_spec)
+        return self._app
+
+    def container(self) -> RatchetDynamicContainer:
+        """The Ratchet container (of the application, or a plain one), built."""
+        if self._container is None:
+            app = self.app()
+            container = (
+                find_ratchet_container(app) if app is not None else RatchetContainer()
+            )
+            if self.settings:
+                current = dict(container.overrides())
+                current.update(self.settings)
+                container.overrides.override(current)
+            container.ensure_built()
+            self._container = container
+        return self._container
+
+
+def load_app(spec: str) -> Any:
+    """Import ``module:attr``; a callable attribute that is not a container is called with no
+    arguments. The current directory is importable, like ``python -m``."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise click.BadParameter(
+            f"expected module:attribute (for example containers:create_container), got {spec!r}",
+            param_hint="--app",
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"cannot import module {module_name!r}: {exc}", param_hint="--app"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise click.BadParameter(
+                f"module {module_name!r} has no attribute {attr!r}", param_hint="--app"
+            ) from None
+    from dependency_injector import containers
+
+    if isinstance(obj, type) and issubclass(obj, containers.DeclarativeContainer):
+        return obj()
+    if callable(obj) and not isinstance(obj, containers.Container):
+        return obj()
+    return obj
+
+
+def _state(ctx: click.Context) -> CliState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, CliState):
+        root.obj = CliState()
+    return root.obj
+
+
+def get_container(ctx: click.Context | None = None) -> RatchetDynamicContainer:
+    """The built Ratchet container of this invocation. ``DeploymentError``s (ambiguous or
+    non-conforming alternatives) become a clean CLI error."""
+    ctx = ctx or click.get_current_context()
+    try:
+        return _state(ctx).container()
+    except RatchetError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def get_app(ctx: click.Context | None = None) -> Any:
+    """The object named by ``--app``, or None."""
+    ctx = ctx or click.get_current_context()
+    return _state(ctx).app()
+
+
+def _parse_set(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    result: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected key=value, got {item!r}", ctx, param)
+        result[key.strip()] = value
+    return result
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--app",
+    "app_spec",
+    envvar="RATCHET_APP",
+    metavar="MODULE:ATTR",
+    help="Application container (instance, class or zero-argument factory) that nests the "
+    "Ratchet container, e.g. containers:create_container. Env: RATCHET_APP.",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    callback=_parse_set,
+    metavar="KEY=VALUE",
+    help="Configuration override (highest precedence), e.g. --set store.url=sqlite:///x.db.",
+)
+@click.pass_context
+def main(ctx: click.Context, app_spec: str | None, settings: dict[str, str]) -> None:
+    """Ratchet: durable background jobs in your own database."""
+    ctx.obj = CliState(app_spec=app_spec, settings=settings)
+
+
+def _load_commands(group: click.Group) -> None:
+    for name in COMMAND_MODULES:
+        module_name = f"{__name__}.{name}"
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.register(group)
+
+
+_load_commands(main)
+
+
+__all__ = ["COMMAND_MODULES", "CliState", "get_app", "get_container", "load_app", "main"]

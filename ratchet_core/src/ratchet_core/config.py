@@ -1,0 +1,369 @@
+"""Typed configuration: keys, parsers, sources and the default ``RatchetConfig``.
+
+A key is a ``RatchetConfigKey(name, parse, default, description)``. Every module that reads a key
+defines it next to its use and registers it with :func:`register_key`, so ``ratchet config`` and
+``docs/configuration.md`` can list them all from :data:`KEYS`.
+
+Resolution order (first source that defines a key wins): the explicit overrides dict given to the
+container, then environment variables (``RATCHET_`` + the upper-cased name, dots as
+underscores), then a TOML file (``RATCHET_CONFIG_FILE`` or ``./ratchet.toml``, table
+``[ratchet]``), then the key's default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ratchet_api.errors import ConfigurationError
+from ratchet_api.spi.runtime import RatchetConfigKey, RatchetConfigSource
+
+T = TypeVar("T")
+
+KEYS: dict[str, RatchetConfigKey[Any]] = {}
+"""Every registered key by name (the registry documentation and ``ratchet config`` read)."""
+
+PATTERN_KEYS: dict[str, str] = {}
+"""Keys whose name contains a placeholder (``worker.concurrency.<type>``): pattern -> meaning."""
+
+_KEYS_LOCK = threading.Lock()
+
+
+def register_key(key: RatchetConfigKey[T]) -> RatchetConfigKey[T]:
+    """Add ``key`` to :data:`KEYS` and return it. Registering an equal key again is a no-op;
+    registering a different key under a name already taken raises ``ValueError``."""
+    with _KEYS_LOCK:
+        existing = KEYS.get(key.name)
+        if existing is not None and existing != key:
+            raise ValueError(
+                f"configuration key {key.name!r} is already registered with default "
+                f"{existing.default!r}; choose another name"
+            )
+        KEYS[key.name] = key
+    return key
+
+
+def register_pattern(pattern: str, description: str) -> None:
+    """Document a family of keys whose name is built at run time (``worker.concurrency.<type>``)."""
+    PATTERN_KEYS[pattern] = description
+
+
+# ---------------------------------------------------------------- parsers
+
+
+def parse_str(raw: str) -> str:
+    return raw.strip()
+
+
+def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
+    """A parser of integers, optionally bounded (inclusive)."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def parse_float(
+    minimum: float | None = None, maximum: float | None = None
+) -> Callable[[str], float]:
+    """A parser of floats, optionally bounded (inclusive)."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+        if value != value:  # NaN
+            raise ValueError("expected a number, got NaN")
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+def parse_bool(raw: str) -> bool:
+    """``true``/``false``, ``1``/``0``, ``yes``/``no``, ``on``/``off`` (case-insensitive)."""
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(f"expected true/false, 1/0 or yes/no, got {raw!r}")
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(raw: str) -> timedelta:
+    """Seconds as a number (``1.5``) or a number with a unit: ``500ms``, ``2s``, ``5m``, ``1h``,
+    ``1d``. Never negative."""
+    match = _DURATION.match(raw)
+    if match is None:
+        raise ValueError(f"expected a duration such as 2.5, 500ms, 2s, 5m or 1h, got {raw!r}")
+    unit = (match.group(2) or "s").lower()
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[unit])
+
+
+def parse_str_list(raw: str) -> tuple[str, ...]:
+    """A comma separated list; blanks around items and empty items are dropped."""
+    return tuple(item.strip() for item in raw.split(",") if item.strip())
+
+
+def parse_optional_str(raw: str) -> str | None:
+    text = raw.strip()
+    return text or None
+
+
+# ---------------------------------------------------------------- keys owned by ratchet_core
+
+STORE_URL = register_key(
+    RatchetConfigKey(
+        "store.url",
+        parse_str,
+        "sqlite:///ratchet.db",
+        "Database URL of the job store; its scheme selects the installed store distribution "
+        "(sqlite, postgresql, mysql/mariadb, mongodb).",
+    )
+)
+ALTERNATIVES_MODULES = register_key(
+    RatchetConfigKey(
+        "alternatives.modules",
+        parse_str_list,
+        (),
+        "Comma separated modules imported at container build; their @alternative classes are "
+        "registered (the beans.xml of this port).",
+    )
+)
+ALTERNATIVES_ENTRY_POINTS = register_key(
+    RatchetConfigKey(
+        "alternatives.entry_points",
+        parse_bool,
+        True,
+        "Load alternatives from installed distributions (entry point group ratchet.alternatives).",
+    )
+)
+
+
+# ---------------------------------------------------------------- sources
+
+
+def _describe(source: RatchetConfigSource) -> str:
+    description = getattr(source, "description", None)
+    return str(description) if description else type(source).__name__
+
+
+def _to_raw(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(_to_raw(v) for v in value)
+    if isinstance(value, timedelta):
+        return str(value.total_seconds())
+    return str(value)
+
+
+class DictConfigSource:
+    """Explicit values by dotted key name (``{"store.url": "sqlite:///x.db"}``). Non-string values
+    are converted (``True`` -> ``"true"``, lists -> comma separated, timedelta -> seconds)."""
+
+    description = "explicit overrides"
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values = {str(k): v for k, v in (values or {}).items()}
+
+    def get(self, property_name: str, environment_variable: str) -> str | None:
+        if property_name not in self._values or self._values[property_name] is None:
+            return None
+        return _to_raw(self._values[property_name])
+
+
+class EnvironmentConfigSource:
+    """Environment variables: ``store.url`` is read from ``RATCHET_STORE_URL``. Read on every
+    lookup (the config caches parsed values)."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = environ
+
+    @property
+    def description(self) -> str:
+        return "environment"
+
+    def get(self, property_name: str, environment_variable: str) -> str | None:
+        env = os.environ if self._environ is None else self._environ
+        return env.get(environment_variable)
+
+
+class TomlFileConfigSource:
+    """A TOML file, table ``[ratchet]``; dotted names are nested tables or quoted dotted keys::
+
+        [ratchet]
+        store.url = "postgresql+psycopg://localhost/app"
+        worker.concurrency = 8
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, required: bool = False) -> None:
+        self.path = Path(path) if path is not None else None
+        self._values: dict[str, Any] = {}
+        if self.path is None:
+            return
+        if not self.path.is_file():
+            if required:
+                raise ConfigurationError(
+                    "RATCHET_CONFIG_FILE", f"configuration file {self.path} does not exist"
+                )
+            return
+        try:
+            with self.path.open("rb") as fh:
+                document = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigurationError(
+                "RATCHET_CONFIG_FILE", f"cannot read TOML file {self.path}: {exc}"
+            ) from exc
+        table = document.get("ratchet", {})
+        if not isinstance(table, dict):
+            raise ConfigurationError("ratchet", f"[ratchet] in {self.path} must be a table")
+        self._values = dict(_flatten(table))
+
+    @classmethod
+    def discover(cls) -> TomlFileConfigSource:
+        """``RATCHET_CONFIG_FILE`` if set (it must exist), else ``./ratchet.toml`` if present."""
+        explicit = os.environ.get("RATCHET_CONFIG_FILE")
+        if explicit:
+            return cls(explicit, required=True)
+        return cls(Path.cwd() / "ratchet.toml")
+
+    @property
+    def description(self) -> str:
+        return f"TOML file {self.path}" if self.path else "TOML file (none)"
+
+    def get(self, property_name: str, environment_variable: str) -> str | None:
+        value = self._values.get(property_name)
+        return None if value is None else _to_raw(value)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            # A table may also carry a value of its own name: `worker.concurrency = 4` next to
+            # `[ratchet.worker.concurrency] async = 2` is written as key "" in TOML terms, which
+            # TOML forbids, so nesting always means "more key segments".
+            items.extend(_flatten(value, name + "."))
+        else:
+            items.append((name, value))
+    return items
+
+
+# ---------------------------------------------------------------- the default config
+
+
+class DefaultRatchetConfig:
+    """``RatchetConfig`` over an ordered chain of sources (first source defining a key wins).
+
+    Parsed values are cached per key; thread safe. ``get`` raises ``ConfigurationError`` naming the
+    key, the source and the bad value when a value does not parse.
+    """
+
+    def __init__(self, sources: Sequence[RatchetConfigSource]) -> None:
+        self._sources = tuple(sources)
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_sources(cls, sources: Sequence[RatchetConfigSource]) -> DefaultRatchetConfig:
+        return cls(sources)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> DefaultRatchetConfig:
+        """Only the given values (plus defaults); no environment, no file. Handy in tests."""
+        return cls([DictConfigSource(values)])
+
+    @property
+    def sources(self) -> tuple[RatchetConfigSource, ...]:
+        return self._sources
+
+    def _lookup(self, key: RatchetConfigKey[Any]) -> tuple[str, RatchetConfigSource] | None:
+        for source in self._sources:
+            raw = source.get(key.name, key.environment_variable)
+            if raw is not None:
+                return raw, source
+        return None
+
+    def raw(self, key: RatchetConfigKey[Any]) -> str | None:
+        found = self._lookup(key)
+        return None if found is None else found[0]
+
+    def source_of(self, key: RatchetConfigKey[Any]) -> str:
+        """Which source defines ``key`` (``"default"`` when none does)."""
+        found = self._lookup(key)
+        return "default" if found is None else _describe(found[1])
+
+    def get(self, key: RatchetConfigKey[T]) -> T:
+        cache_key = key.name
+        with self._lock:
+            if cache_key in self._cache:
+                cached: T = self._cache[cache_key]
+                return cached
+        found = self._lookup(key)
+        if found is None:
+            value = key.default
+        else:
+            raw, source = found
+            where = _describe(source)
+            if isinstance(source, EnvironmentConfigSource):
+                where = f"environment variable {key.environment_variable}"
+            try:
+                value = key.parse(raw)
+            except (ValueError, TypeError) as exc:
+                raise ConfigurationError(
+                    key.name, f"malformed value {raw!r} from {where}: {exc}"
+                ) from exc
+        with self._lock:
+            self._cache[cache_key] = value
+        return value
+
+
+__all__ = [
+    "ALTERNATIVES_ENTRY_POINTS",
+    "ALTERNATIVES_MODULES",
+    "KEYS",
+    "PATTERN_KEYS",
+    "STORE_URL",
+    "DefaultRatchetConfig",
+    "DictConfigSource",
+    "EnvironmentConfigSource",
+    "TomlFileConfigSource",
+    "parse_bool",
+    "parse_duration",
+    "parse_float",
+    "parse_int",
+    "parse_optional_str",
+    "parse_str",
+    "parse_str_list",
+    "register_key",
+    "register_pattern",
+]

@@ -1,0 +1,387 @@
+"""The Ratchet container: one provider per SPI, bound to its default implementation.
+
+Defaults are named by import strings and imported on first use (:class:`ImportTarget`), so
+importing this module imports no engine module and no store. Alternatives registered on a
+container instance (explicitly, by ``@alternative`` in configured modules, or by entry points)
+take effect at :meth:`RatchetDynamicContainer.build`; see ``docs/overriding-an-spi.md``.
+
+Usage::
+
+    container = RatchetContainer(overrides={"store.url": "sqlite:///app.db"})
+    container.alternatives.register(RetryPolicy, providers.Singleton(MyRetry),
+                                    priority=Priority.APPLICATION)
+    container.build()
+    scheduler = container.scheduler()
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from dependency_injector import containers, providers
+
+from ratchet_api.scheduler import JobScheduler
+from ratchet_api.spi import (
+    AfterCommitRegistrar,
+    BeanResolver,
+    CircuitBreakerConfigProvider,
+    ClassPolicy,
+    ClusterCoordinator,
+    ErrorSanitizer,
+    ExecutionTuningProvider,
+    ExecutorProvider,
+    JobInvocationResolver,
+    JobLoggerFactory,
+    KeyProvider,
+    LambdaAnalyzer,
+    MetricsCollector,
+    NodeIdentityProvider,
+    NodeTagAffinityProvider,
+    PayloadEncryption,
+    PayloadMaskingPolicy,
+    PayloadSerializer,
+    PollingStrategyProvider,
+    PreExecutionArgResolver,
+    RatchetConfig,
+    ResilienceStrategy,
+    ResultPersistenceStrategy,
+    RetryPolicy,
+    SchedulerLifecycleHook,
+    StartupCoordinator,
+)
+from ratchet_api.store.protocols import JobStore
+
+if TYPE_CHECKING:
+    from ratchet_core.alternatives import AlternativeRegistry, SpiDescription
+
+
+@attrs.frozen
+class ImportTarget:
+    """A callable named by a dotted path (``package.module.Name`` or ``package.module.Cls.attr``),
+    imported on first call. Used as the ``provides`` of default providers so that a module is
+    only imported when its provider is first used."""
+
+    path: str
+
+    def resolve(self) -> Any:
+        """Import and return the named object; ``ImportError`` names the path if it is absent."""
+        parts = self.path.split(".")
+        for split in range(len(parts) - 1, 0, -1):
+            module_name = ".".join(parts[:split])
+            try:
+                obj: Any = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name is not None and module_name.startswith(exc.name):
+                    continue
+                raise
+            try:
+                for attr in parts[split:]:
+                    obj = getattr(obj, attr)
+            except AttributeError:
+                raise ImportError(
+                    f"{self.path}: module {module_name} has no attribute {'.'.join(parts[split:])}"
+                ) from None
+            return obj
+        raise ImportError(f"cannot import {self.path}: no such module")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def lazy(path: str) -> ImportTarget:
+    """Shorthand for :class:`ImportTarget`."""
+    return ImportTarget(path)
+
+
+@attrs.frozen
+class SpiBinding:
+    """An SPI, the provider that holds it and whether it is multi-valued."""
+
+    spi: type[Any]
+    provider_name: str
+    multi: bool = False
+
+    @property
+    def spi_name(self) -> str:
+        return self.spi.__name__
+
+
+SPI_BINDINGS: tuple[SpiBinding, ...] = (
+    SpiBinding(RatchetConfig, "settings"),
+    SpiBinding(RetryPolicy, "retry_policy"),
+    SpiBinding(ResilienceStrategy, "resilience_strategy"),
+    SpiBinding(CircuitBreakerConfigProvider, "circuit_breaker_config_provider"),
+    SpiBinding(ClassPolicy, "class_policy"),
+    SpiBinding(ErrorSanitizer, "error_sanitizer"),
+    SpiBinding(PayloadMaskingPolicy, "payload_masking_policy"),
+    SpiBinding(PayloadEncryption, "payload_encryption"),
+    SpiBinding(KeyProvider, "key_provider"),
+    SpiBinding(PayloadSerializer, "payload_serializer"),
+    SpiBinding(ResultPersistenceStrategy, "result_persistence_strategy"),
+    SpiBinding(JobInvocationResolver, "job_invocation_resolver"),
+    SpiBinding(LambdaAnalyzer, "lambda_analyzer"),
+    SpiBinding(PreExecutionArgResolver, "pre_execution_arg_resolver"),
+    SpiBinding(ExecutionTuningProvider, "execution_tuning_provider"),
+    SpiBinding(PollingStrategyProvider, "polling_strategy_provider"),
+    SpiBinding(ExecutorProvider, "executor_provider"),
+    SpiBinding(JobLoggerFactory, "job_logger_factory"),
+    SpiBinding(MetricsCollector, "metrics_collector"),
+    SpiBinding(ClusterCoordinator, "cluster_coordinator"),
+    SpiBinding(StartupCoordinator, "startup_coordinator"),
+    SpiBinding(NodeIdentityProvider, "node_identity_provider"),
+    SpiBinding(NodeTagAffinityProvider, "node_tag_affinity_provider"),
+    SpiBinding(BeanResolver, "bean_resolver"),
+    SpiBinding(AfterCommitRegistrar, "after_commit_registrar"),
+    SpiBinding(SchedulerLifecycleHook, "lifecycle_hooks", multi=True),
+    SpiBinding(JobStore, "job_store"),
+    SpiBinding(JobScheduler, "scheduler"),
+)
+"""Every SPI the container binds, in display order."""
+
+
+def binding_for(spi: type[Any]) -> SpiBinding:
+    """The binding of ``spi``; ``LookupError`` naming it if the container has no provider."""
+    for binding in SPI_BINDINGS:
+        if binding.spi is spi:
+            return binding
+    known = ", ".join(b.spi_name for b in SPI_BINDINGS)
+    raise LookupError(f"{getattr(spi, '__name__', spi)!s} is not an SPI of Ratchet; known: {known}")
+
+
+class RatchetDynamicContainer(containers.DynamicContainer):  # type: ignore[misc]
+    """The instance type of :class:`RatchetContainer`: providers plus the alternatives registry
+    and the build step."""
+
+    @property
+    def alternatives(self) -> AlternativeRegistry:
+        """The registry of this container's alternatives (created on first access)."""
+        registry: AlternativeRegistry | None = self.__dict__.get("_ratchet_alternatives")
+        if registry is None:
+            from ratchet_core.alternatives import AlternativeRegistry
+
+            registry = AlternativeRegistry(self)
+            self.__dict__["_ratchet_alternatives"] = registry
+        return registry
+
+    def build(self) -> RatchetDynamicContainer:
+        """Discover alternatives (explicit, ``alternatives.modules``, entry points), check them
+        and override each SPI's provider with its highest-priority alternative. Idempotent: a
+        second call re-applies from scratch. Raises ``DeploymentError`` subclasses
+        (``AmbiguousAlternativeError``, ``NonConformingAlternativeError``)."""
+        self.alternatives.apply()
+        return self
+
+    apply_alternatives = build
+
+    @property
+    def is_built(self) -> bool:
+        return self.alternatives.applied
+
+    def ensure_built(self) -> RatchetDynamicContainer:
+        """``build()`` unless already built."""
+        if not self.is_built:
+            self.build()
+        return self
+
+    def describe_spis(self) -> list[SpiDescription]:
+        """Every SPI with its active implementation, priority and origin (builds if needed)."""
+        self.ensure_built()
+        return self.alternatives.describe()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RatchetDynamicContainer:
+        copied: RatchetDynamicContainer = super().__deepcopy__(memo)
+        registry: AlternativeRegistry | None = self.__dict__.get("_ratchet_alternatives")
+        if registry is not None:
+            copied.__dict__["_ratchet_alternatives"] = registry.copy_for(copied, memo)
+        return copied
+
+
+class RatchetContainer(containers.DeclarativeContainer):  # type: ignore[misc]
+    """Declarative Ratchet container. Instances are :class:`RatchetDynamicContainer`."""
+
+    instance_type = RatchetDynamicContainer
+
+    __self__ = providers.Self()
+
+    overrides = providers.Object({})
+    """Explicit configuration values by key name; the highest-precedence source."""
+
+    config_sources = providers.List(
+        providers.Singleton(lazy("ratchet_core.config.DictConfigSource"), overrides),
+        providers.Singleton(lazy("ratchet_core.config.EnvironmentConfigSource")),
+        providers.Singleton(lazy("ratchet_core.config.TomlFileConfigSource.discover")),
+    )
+    settings = providers.Singleton(
+        lazy("ratchet_core.config.DefaultRatchetConfig.from_sources"), sources=config_sources
+    )
+
+    # ---------------------------------------------------------- policies
+    retry_policy = providers.Singleton(lazy("ratchet_core.defaults.retry.DefaultRetryPolicy"))
+    circuit_breaker_config_provider = providers.Singleton(
+        lazy("ratchet_core.resilience.DefaultCircuitBreakerConfigProvider"), settings=settings
+    )
+    metrics_collector = providers.Singleton(
+        lazy("ratchet_core.metrics.create_metrics_collector"), settings=settings
+    )
+    resilience_strategy = providers.Singleton(
+        lazy("ratchet_core.resilience.DefaultResilienceStrategy"),
+        config_provider=circuit_breaker_config_provider,
+        metrics=metrics_collector,
+    )
+    class_policy = providers.Singleton(
+        lazy("ratchet_core.defaults.security.PackagePrefixClassPolicy.from_settings"),
+        settings=settings,
+    )
+    error_sanitizer = providers.Singleton(
+        lazy("ratchet_core.defaults.security.DefaultErrorSanitizer")
+    )
+    payload_masking_policy = providers.Singleton(
+        lazy("ratchet_core.defaults.security.DefaultPayloadMaskingPolicy")
+    )
+    payload_encryption = providers.Singleton(
+        lazy("ratchet_core.encryption.AesGcmPayloadEncryption")
+    )
+    key_provider = providers.Singleton(
+        lazy("ratchet_core.encryption.SettingsKeyProvider"), settings=settings
+    )
+
+    # ---------------------------------------------------------- payloads
+    payload_serializer = providers.Singleton(
+        lazy("ratchet_core.serialization.CattrsPayloadSerializer"), class_policy=class_policy
+    )
+    result_persistence_strategy = providers.Singleton(
+        lazy("ratchet_core.serialization.DefaultResultPersistenceStrategy"),
+        serializer=payload_serializer,
+    )
+    bean_resolver = providers.Singleton(
+        lazy("ratchet_core.beans.ContainerBeanResolver"), container=__self__
+    )
+    job_invocation_resolver = providers.Singleton(
+        lazy("ratchet_core.invocation.DefaultJobInvocationResolver"),
+        serializer=payload_serializer,
+        class_policy=class_policy,
+        bean_resolver=bean_resolver,
+    )
+    lambda_analyzer = providers.Singleton(
+        lazy("ratchet_core.invocation.DefaultLambdaAnalyzer"), resolver=job_invocation_resolver
+    )
+    pre_execution_arg_resolver = providers.Singleton(
+        lazy("ratchet_core.defaults.execution.NoOpPreExecutionArgResolver")
+    )
+
+    # ---------------------------------------------------------- execution
+    execution_tuning_provider = providers.Singleton(
+        lazy("ratchet_core.defaults.execution.DefaultExecutionTuningProvider"), settings=settings
+    )
+    polling_strategy_provider = providers.Singleton(
+        lazy("ratchet_core.defaults.execution.DefaultPollingStrategyProvider")
+    )
+    executor_provider = providers.Singleton(
+        lazy("ratchet_core.defaults.execution.DefaultExecutorProvider")
+    )
+
+    # ---------------------------------------------------------- store, cluster, logging
+    job_store = providers.Singleton(lazy("ratchet_core.stores.create_store"), settings=settings)
+    job_logger_factory = providers.Singleton(
+        lazy("ratchet_core.defaults.logging.LoguruJobLoggerFactory"), store=job_store
+    )
+    node_identity_provider = providers.Singleton(
+        lazy("ratchet_core.defaults.cluster.DefaultNodeIdentityProvider"), settings=settings
+    )
+    node_tag_affinity_provider = providers.Singleton(
+        lazy("ratchet_core.defaults.cluster.DefaultNodeTagAffinityProvider"), settings=settings
+    )
+    cluster_coordinator = providers.Singleton(
+        lazy("ratchet_core.cluster.create_cluster_coordinator"),
+        settings=settings,
+        node_identity=node_identity_provider,
+    )
+    startup_coordinator = providers.Singleton(
+        lazy("ratchet_core.cluster.StoreBackedStartupCoordinator"),
+        store=job_store,
+        node_identity=node_identity_provider,
+    )
+    after_commit_registrar = providers.Singleton(
+        lazy("ratchet_core.transactions.DefaultAfterCommitRegistrar")
+    )
+    lifecycle_hooks = providers.List()
+
+    # ---------------------------------------------------------- engine
+    scheduler = providers.Singleton(
+        lazy("ratchet_core.scheduler.SchedulerService"),
+        store=job_store,
+        settings=settings,
+        resolver=job_invocation_resolver,
+        serializer=payload_serializer,
+        class_policy=class_policy,
+        after_commit=after_commit_registrar,
+        cluster=cluster_coordinator,
+        node_identity=node_identity_provider,
+        metrics=metrics_collector,
+    )
+    worker = providers.Factory(
+        lazy("ratchet_core.worker.Worker"),
+        store=job_store,
+        settings=settings,
+        serializer=payload_serializer,
+        resolver=job_invocation_resolver,
+        class_policy=class_policy,
+        retry_policy=retry_policy,
+        error_sanitizer=error_sanitizer,
+        metrics=metrics_collector,
+        executor_provider=executor_provider,
+        tuning=execution_tuning_provider,
+        polling=polling_strategy_provider,
+        logger_factory=job_logger_factory,
+        bean_resolver=bean_resolver,
+        node_identity=node_identity_provider,
+        tag_affinity=node_tag_affinity_provider,
+        cluster=cluster_coordinator,
+        startup=startup_coordinator,
+        lifecycle_hooks=lifecycle_hooks,
+        result_persistence=result_persistence_strategy,
+        arg_resolver=pre_execution_arg_resolver,
+        resilience=resilience_strategy,
+    )
+
+
+def find_ratchet_container(obj: Any) -> RatchetDynamicContainer:
+    """The Ratchet container inside ``obj``: ``obj`` itself, or the container of a
+    ``providers.Container`` provider that an application container holds (searched breadth
+    first). ``LookupError`` if there is none."""
+    queue: list[Any] = [obj]
+    seen: set[int] = set()
+    while queue:
+        current = queue.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, RatchetDynamicContainer):
+            return current
+        if isinstance(current, providers.Container):
+            queue.append(current.container)
+        elif isinstance(current, containers.DynamicContainer):
+            queue.extend(
+                p for p in current.providers.values() if isinstance(p, providers.Container)
+            )
+    raise LookupError(
+        f"{obj!r} holds no Ratchet container; nest one with "
+        "`ratchet = providers.Container(RatchetContainer)`"
+    )
+
+
+__all__ = [
+    "SPI_BINDINGS",
+    "ImportTarget",
+    "RatchetContainer",
+    "RatchetDynamicContainer",
+    "SpiBinding",
+    "binding_for",
+    "find_ratchet_container",
+    "lazy",
+]
