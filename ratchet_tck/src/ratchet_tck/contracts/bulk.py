@@ -1,0 +1,122 @@
+"""JobBulkStore contract: bulk insert, orphan recovery, stale detection, dead-letter cleanup."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from ratchet_api.errors import StoreDataError
+from ratchet_api.ids import uuid7
+from ratchet_api.model import JobStatus
+from ratchet_tck.contracts.base import StoreContract, naive, raises_store_data_error
+from ratchet_tck.fixture import StoreFixture
+
+
+class JobBulkStoreContract(StoreContract):
+    """Bulk writes are atomic and keep tags; recovery and cleanup touch only what they name."""
+
+    summary = "bulk insert, orphan reset, stale detection, touch, dead-letter deletion"
+
+    def test_bulk_insert_stores_jobs_with_tags(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        jobs = [tck_fixture.new_pending_job(tags=(f"tck-bulk-{i}", "tck-bulk")) for i in range(25)]
+        assert store.bulk_insert(jobs) == 25
+        for job in jobs:
+            found = self.reload(store, job)
+            assert sorted(found.tags) == sorted(job.tags)
+            assert store.find_tags(job.id) == sorted(job.tags)
+        assert store.bulk_insert([]) == 0
+
+    def test_bulk_insert_skips_existing_idempotency_keys(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        existing = self.insert(tck_fixture, idempotency_key="tck-bulk-key")
+        dup = tck_fixture.new_pending_job(idempotency_key="tck-bulk-key")
+        fresh = tck_fixture.new_pending_job(idempotency_key="tck-bulk-other")
+        assert store.bulk_insert([dup, fresh]) == 1
+        assert store.find_by_id(dup.id) is None
+        assert self.reload(store, fresh).idempotency_key == "tck-bulk-other"
+        found = store.find_by_idempotency_key("tck-bulk-key")
+        assert found is not None and found.id == existing.id
+
+    def test_bulk_insert_with_one_invalid_job_inserts_nothing(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        good = [tck_fixture.new_pending_job() for _ in range(3)]
+        bad = tck_fixture.new_pending_job()
+        object.__setattr__(bad, "tags", ("x" * 200,))
+        with pytest.raises(StoreDataError):
+            store.bulk_insert([*good, bad])
+        for job in good:
+            assert store.find_by_id(job.id) is None, "bulk_insert must be all or nothing"
+
+    def test_reset_orphan_jobs_of_dead_nodes(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        jobs = [self.insert(tck_fixture) for _ in range(3)]
+        a = self.claim_one(store, "tck-dead-1")
+        b = self.claim_one(store, "tck-dead-2")
+        alive = self.claim_one(store, "tck-alive")
+        assert {a.id, b.id, alive.id} == {j.id for j in jobs}
+        assert store.reset_orphan_jobs(["tck-dead-1", "tck-dead-2", "tck-absent"]) == 2
+        for job in (a, b):
+            reset = self.reload(store, job)
+            assert (reset.status, reset.owner, reset.attempt) == (JobStatus.PENDING, None, 1)
+            assert reset.scheduled_at <= store.server_now()
+        assert self.reload(store, alive).owner == "tck-alive"
+        assert store.mark_succeeded(a.id, a.claim_seq, "old owner") is False
+        assert store.reset_orphan_jobs([]) == 0
+
+    def test_stale_running_jobs_and_touch(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        self.insert(tck_fixture)
+        self.insert(tck_fixture)
+        quiet, busy = store.claim_next_batch("tck-node", 2)
+        self.insert(tck_fixture)  # PENDING: never stale
+        time.sleep(0.25)
+        cutoff = store.server_now()
+        assert store.touch_running_jobs("tck-node", [busy.id]) == 1
+        assert store.touch_running_jobs("tck-other", [quiet.id]) == 0, "not the owner"
+        touched = self.reload(store, busy)
+        assert touched.heartbeat_at is not None and touched.heartbeat_at >= cutoff
+        stale = store.find_stale_running_jobs(cutoff, 10)
+        assert [j.id for j in stale] == [quiet.id]
+        assert store.find_stale_running_jobs(cutoff - timedelta(hours=1), 10) == []
+        assert len(store.find_stale_running_jobs(store.server_now() + timedelta(seconds=1), 1)) == 1
+
+    def test_find_stale_refuses_naive_cutoff(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        with raises_store_data_error("heartbeat_before"):
+            store.find_stale_running_jobs(naive(store.server_now()), 10)
+
+    def test_delete_dead_letter_older_than(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        dead = []
+        for _ in range(3):
+            self.insert(tck_fixture)
+            job = self.claim_one(store)
+            assert store.mark_failed_terminal(job.id, job.claim_seq, "dead")
+            dead.append(job)
+        self.insert(tck_fixture)
+        ok = self.claim_one(store)
+        assert store.mark_succeeded(ok.id, ok.claim_seq, None)
+        time.sleep(0.01)
+        cutoff = store.server_now()
+        self.insert(tck_fixture)
+        young = self.claim_one(store)
+        assert store.mark_failed_terminal(young.id, young.claim_seq, "young")
+        assert store.delete_dead_letter_older_than(cutoff - timedelta(hours=1), 10) == 0
+        assert store.delete_dead_letter_older_than(cutoff, 2) == 2
+        assert store.delete_dead_letter_older_than(cutoff, 2) == 1
+        for job in dead:
+            assert store.find_by_id(job.id) is None
+            assert store.find_tags(job.id) == []
+        assert self.reload(store, ok).status is JobStatus.SUCCEEDED
+        assert self.reload(store, young).status is JobStatus.FAILED
+
+    def test_delete_dead_letter_refuses_naive_cutoff(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        with raises_store_data_error("cutoff"):
+            store.delete_dead_letter_older_than(naive(store.server_now()), 10)
+        assert store.find_by_id(uuid7()) is None
