@@ -1,0 +1,149 @@
+"""The stored text forms of a job's invocation and backoff policy.
+
+Both are compact JSON objects carrying a format version ``v`` so that a later release can read
+jobs written by this one. The invocation's arguments are already JSON values (converted by the
+``PayloadSerializer`` at enqueue); this module only frames them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+from uuid import UUID
+
+from ratchet_api.errors import PayloadError
+from ratchet_api.model import BackoffKind, BackoffPolicy, JobInvocation
+
+INVOCATION_FORMAT_VERSION = 1
+BACKOFF_FORMAT_VERSION = 1
+
+
+def dumps_compact(value: Any) -> str:
+    """Compact JSON text; ``ValueError`` for NaN or infinity, ``TypeError`` for non-JSON values."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_invocation(inv: JobInvocation) -> str:
+    """The invocation as compact JSON (``{"v":1,"module":...,"qualname":...,...}``).
+
+    Raises ``PayloadError`` if the arguments are not JSON values (the resolver converts them
+    first, so this only happens for a hand-built invocation)."""
+    document = {
+        "v": INVOCATION_FORMAT_VERSION,
+        "module": inv.module,
+        "qualname": inv.qualname,
+        "static": inv.static,
+        "signature": inv.signature,
+        "args": list(inv.args),
+        "kwargs": dict(inv.kwargs),
+    }
+    try:
+        return dumps_compact(document)
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(
+            f"invocation of {inv.target} has arguments that are not JSON values: {exc}"
+        ) from exc
+
+
+def decode_invocation(text: str, job_id: UUID) -> JobInvocation:
+    """Parse what :func:`encode_invocation` wrote. ``PayloadError`` names the job and the problem
+    (not JSON, unknown format version, a missing or mistyped field)."""
+
+    def bad(problem: str) -> PayloadError:
+        return PayloadError(f"stored invocation of job {job_id} is invalid: {problem}")
+
+    try:
+        document = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise bad(f"not JSON ({exc})") from exc
+    if not isinstance(document, dict):
+        raise bad(f"expected a JSON object, got {type(document).__name__}")
+    version = document.get("v")
+    if version != INVOCATION_FORMAT_VERSION:
+        raise bad(
+            f"format version {version!r} is not supported (this Ratchet reads version "
+            f"{INVOCATION_FORMAT_VERSION}); was it written by a newer release?"
+        )
+    module = document.get("module")
+    qualname = document.get("qualname")
+    static = document.get("static", True)
+    signature = document.get("signature", "")
+    args = document.get("args", [])
+    kwargs = document.get("kwargs", {})
+    for field, value, expected in (
+        ("module", module, str),
+        ("qualname", qualname, str),
+        ("static", static, bool),
+        ("signature", signature, str),
+        ("args", args, list),
+        ("kwargs", kwargs, dict),
+    ):
+        if not isinstance(value, expected):
+            raise bad(f"field {field!r} must be {expected.__name__}, got {type(value).__name__}")
+    if not module or not qualname:
+        raise bad("module and qualname must not be empty")
+    return JobInvocation(
+        module=module,
+        qualname=qualname,
+        static=static,
+        signature=signature,
+        args=tuple(args),
+        kwargs=kwargs,
+    )
+
+
+def encode_backoff(policy: BackoffPolicy | None) -> str | None:
+    """The policy as compact JSON, or None (the engine's default backoff)."""
+    if policy is None:
+        return None
+    return dumps_compact(
+        {
+            "v": BACKOFF_FORMAT_VERSION,
+            "kind": policy.kind.value,
+            "initial_ms": _millis(policy.initial),
+            "multiplier": policy.multiplier,
+            "maximum_ms": _millis(policy.maximum),
+            "jitter": policy.jitter,
+        }
+    )
+
+
+def decode_backoff(text: str | None) -> BackoffPolicy | None:
+    """Parse what :func:`encode_backoff` wrote; None or empty text gives None. ``PayloadError``
+    names the bad field."""
+    if not text:
+        return None
+    try:
+        document: Any = json.loads(text)
+    except ValueError as exc:
+        raise PayloadError(f"stored backoff policy is not JSON: {exc}") from exc
+    if not isinstance(document, Mapping) or document.get("v") != BACKOFF_FORMAT_VERSION:
+        raise PayloadError(f"stored backoff policy has an unsupported format: {text[:100]!r}")
+    try:
+        return BackoffPolicy(
+            kind=BackoffKind(document["kind"]),
+            initial=timedelta(milliseconds=float(document["initial_ms"])),
+            multiplier=float(document["multiplier"]),
+            maximum=timedelta(milliseconds=float(document["maximum_ms"])),
+            jitter=bool(document["jitter"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PayloadError(f"stored backoff policy {text[:100]!r} is invalid: {exc!r}") from exc
+
+
+def _millis(value: timedelta) -> float:
+    millis = value.total_seconds() * 1000.0
+    return int(millis) if millis.is_integer() else millis
+
+
+__all__ = [
+    "BACKOFF_FORMAT_VERSION",
+    "INVOCATION_FORMAT_VERSION",
+    "decode_backoff",
+    "decode_invocation",
+    "dumps_compact",
+    "encode_backoff",
+    "encode_invocation",
+]
