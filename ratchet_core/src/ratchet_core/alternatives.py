@@ -75,7 +75,7 @@ def alternative(
             raise TypeError(f"@alternative decorates classes, not {cls!r}")
         specs = list(cls.__dict__.get("__ratchet_alternatives__", ()))
         specs.append(AlternativeSpec(spi, int(priority), scope))
-        cls.__ratchet_alternatives__ = tuple(specs)  # type: ignore[attr-defined]
+        setattr(cls, "__ratchet_alternatives__", tuple(specs))  # noqa: B010
         return cls
 
     return decorate
@@ -92,7 +92,7 @@ class Alternative:
     """One registered alternative."""
 
     spi: type[Any]
-    provider: providers.Provider  # type: ignore[type-arg]
+    provider: providers.Provider[Any]
     priority: int
     origin: str
     name: str
@@ -138,7 +138,6 @@ _IGNORED_MEMBERS = frozenset(
         "_is_runtime_protocol",
         "__callable_proto_members_only__",
         "__qualname__",
-        "__parameters__",
     }
 )
 
@@ -149,10 +148,8 @@ def protocol_members(protocol: type[Any]) -> dict[str, bool]:
     for base in reversed(protocol.__mro__):
         if base in (object, typing.Generic) or base.__name__ == "Protocol":
             continue
-        if not getattr(base, "_is_protocol", False):
-            # Non-protocol bases such as AbstractContextManager contribute their members too.
-            pass
-        for name in list(base.__dict__) + list(base.__dict__.get("__annotations__", {})):
+        # Non-protocol bases such as AbstractContextManager contribute their members too.
+        for name in list(base.__dict__) + list(inspect.get_annotations(base)):
             if name in _IGNORED_MEMBERS or (name.startswith("_abc_")):
                 continue
             value = base.__dict__.get(name)
@@ -252,7 +249,7 @@ def _scope_name(provider: Any) -> str:
 
 
 def _checked(
-    provider: providers.Provider,  # type: ignore[type-arg]
+    provider: providers.Provider[Any],
     spi: type[Any],
     name: str,
 ) -> Any:
@@ -274,7 +271,7 @@ class AlternativeRegistry:
         self._container = container
         self._explicit: list[Alternative] = []
         self._discovered: list[Alternative] = []
-        self._applied: list[providers.Provider] = []  # type: ignore[type-arg]
+        self._applied: list[providers.Provider[Any]] = []
         self._hook_args_before: tuple[Any, ...] | None = None
         self._winners: dict[str, Alternative] = {}
         self._hooks: list[Alternative] = []
@@ -369,7 +366,7 @@ class AlternativeRegistry:
 
     def _provider_for_class(
         self, cls: type[Any], scope: Scope, own_provider: str
-    ) -> providers.Provider:  # type: ignore[type-arg]
+    ) -> providers.Provider[Any]:
         kwargs: dict[str, Any] = {}
         try:
             parameters = inspect.signature(cls).parameters
@@ -435,7 +432,7 @@ class AlternativeRegistry:
         origin = f"entry point {dist}"
         try:
             obj = entry_point.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure is a deployment error
+        except Exception as exc:
             raise DeploymentError(
                 f"entry point {entry_point.name} = {entry_point.value} of {dist} "
                 f"(group {ENTRY_POINT_GROUP}) cannot be loaded: {exc}"
@@ -453,12 +450,17 @@ class AlternativeRegistry:
 
     # ------------------------------------------------------------ build
 
+    def _hooks_provider(self) -> providers.List:
+        hooks = self._container.providers["lifecycle_hooks"]
+        assert isinstance(hooks, providers.List)
+        return hooks
+
     def _undo(self) -> None:
         for provider in reversed(self._applied):
             provider.reset_last_overriding()
         self._applied = []
         if self._hook_args_before is not None:
-            self._container.lifecycle_hooks.set_args(*self._hook_args_before)
+            self._hooks_provider().set_args(*self._hook_args_before)
             self._hook_args_before = None
         self._winners = {}
         self._hooks = []
@@ -474,7 +476,7 @@ class AlternativeRegistry:
             by_spi: dict[type[Any], list[Alternative]] = {}
             for alt in [*self._explicit, *self._discovered]:
                 by_spi.setdefault(alt.spi, []).append(alt)
-            plan: list[tuple[providers.Provider, Alternative]] = []  # type: ignore[type-arg]
+            plan: list[tuple[providers.Provider[Any], Alternative]] = []
             for binding in SPI_BINDINGS:
                 alts = sorted(by_spi.get(binding.spi, []), key=lambda a: a.priority)
                 if not alts:
@@ -498,7 +500,7 @@ class AlternativeRegistry:
                 target.override(overriding)
                 self._applied.append(target)
             if self._hooks:
-                hooks_provider = self._container.lifecycle_hooks
+                hooks_provider = self._hooks_provider()
                 self._hook_args_before = tuple(hooks_provider.args)
                 hook_providers = [
                     a.provider

@@ -12,6 +12,7 @@ underscores), then a TOML file (``RATCHET_CONFIG_FILE`` or ``./ratchet.toml``, t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -88,7 +89,7 @@ def parse_float(
             value = float(raw.strip())
         except ValueError:
             raise ValueError(f"expected a number, got {raw!r}") from None
-        if value != value:  # NaN
+        if math.isnan(value):
             raise ValueError("expected a number, got NaN")
         if minimum is not None and value < minimum:
             raise ValueError(f"must be >= {minimum}, got {value}")
@@ -148,7 +149,7 @@ STORE_URL = register_key(
         "(sqlite, postgresql, mysql/mariadb, mongodb).",
     )
 )
-ALTERNATIVES_MODULES = register_key(
+ALTERNATIVES_MODULES: RatchetConfigKey[tuple[str, ...]] = register_key(
     RatchetConfigKey(
         "alternatives.modules",
         parse_str_list,
@@ -219,9 +220,9 @@ class EnvironmentConfigSource:
 class TomlFileConfigSource:
     """A TOML file, table ``[ratchet]``; dotted names are nested tables or quoted dotted keys::
 
-        [ratchet]
-        store.url = "postgresql+psycopg://localhost/app"
-        worker.concurrency = 8
+    [ratchet]
+    store.url = "postgresql+psycopg://localhost/app"
+    worker.concurrency = 8
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, required: bool = False) -> None:

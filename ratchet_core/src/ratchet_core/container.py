@@ -17,7 +17,7 @@ Usage::
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 from dependency_injector import containers, providers
@@ -153,7 +153,7 @@ def binding_for(spi: type[Any]) -> SpiBinding:
     raise LookupError(f"{getattr(spi, '__name__', spi)!s} is not an SPI of Ratchet; known: {known}")
 
 
-class RatchetDynamicContainer(containers.DynamicContainer):  # type: ignore[misc]
+class RatchetDynamicContainer(containers.DynamicContainer):
     """The instance type of :class:`RatchetContainer`: providers plus the alternatives registry
     and the build step."""
 
@@ -193,7 +193,8 @@ class RatchetDynamicContainer(containers.DynamicContainer):  # type: ignore[misc
         self.ensure_built()
         return self.alternatives.describe()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> RatchetDynamicContainer:
+    def __deepcopy__(self, memo: dict[Any, Any] | None = None) -> RatchetDynamicContainer:
+        memo = {} if memo is None else memo
         copied: RatchetDynamicContainer = super().__deepcopy__(memo)
         registry: AlternativeRegistry | None = self.__dict__.get("_ratchet_alternatives")
         if registry is not None:
@@ -201,14 +202,14 @@ class RatchetDynamicContainer(containers.DynamicContainer):  # type: ignore[misc
         return copied
 
 
-class RatchetContainer(containers.DeclarativeContainer):  # type: ignore[misc]
+class RatchetContainer(containers.DeclarativeContainer):
     """Declarative Ratchet container. Instances are :class:`RatchetDynamicContainer`."""
 
     instance_type = RatchetDynamicContainer
 
     __self__ = providers.Self()
 
-    overrides = providers.Object({})
+    overrides: providers.Object[dict[str, Any]] = providers.Object({})
     """Explicit configuration values by key name; the highest-precedence source."""
 
     config_sources = providers.List(
@@ -350,6 +351,14 @@ class RatchetContainer(containers.DeclarativeContainer):  # type: ignore[misc]
     )
 
 
+def create_container(overrides: dict[str, Any] | None = None) -> RatchetDynamicContainer:
+    """A new (unbuilt) Ratchet container; ``overrides`` are explicit configuration values."""
+    container = RatchetContainer()
+    if overrides:
+        container.overrides.override(dict(overrides))
+    return cast(RatchetDynamicContainer, container)
+
+
 def find_ratchet_container(obj: Any) -> RatchetDynamicContainer:
     """The Ratchet container inside ``obj``: ``obj`` itself, or the container of a
     ``providers.Container`` provider that an application container holds (searched breadth
@@ -382,6 +391,7 @@ __all__ = [
     "RatchetDynamicContainer",
     "SpiBinding",
     "binding_for",
+    "create_container",
     "find_ratchet_container",
     "lazy",
 ]

@@ -20,8 +20,8 @@ import click
 
 from ratchet_api.errors import RatchetError
 from ratchet_core.container import (
-    RatchetContainer,
     RatchetDynamicContainer,
+    create_container,
     find_ratchet_container,
 )
 
@@ -49,9 +49,7 @@ class CliState:
         """The Ratchet container (of the application, or a plain one), built."""
         if self._container is None:
             app = self.app()
-            container = (
-                find_ratchet_container(app) if app is not None else RatchetContainer()
-            )
+            container = find_ratchet_container(app) if app is not None else create_container()
             if self.settings:
                 current = dict(container.overrides())
                 current.update(self.settings)

@@ -1,0 +1,2 @@
+"""Default implementations of the SPIs that need no engine (retry, security, execution, cluster
+identity, metrics no-op, logging)."""

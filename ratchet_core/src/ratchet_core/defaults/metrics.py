@@ -1,0 +1,90 @@
+"""``NoOpMetricsCollector``: the collector used when metrics are disabled."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from ratchet_api.model import JobPriority, JobType
+from ratchet_api.spi import SignalOutcome
+
+
+class NoOpMetricsCollector:
+    """Implements every ``MetricsCollector`` callback and does nothing."""
+
+    def job_started(self, job_id: UUID, job_type: JobType, priority: JobPriority) -> None:
+        pass
+
+    def job_completed(self, job_id: UUID, job_type: JobType, execution_time_ms: int) -> None:
+        pass
+
+    def job_failed(
+        self, job_id: UUID, job_type: JobType, cause: BaseException, attempt: int
+    ) -> None:
+        pass
+
+    def success_finalization_retried(self, job_id: UUID, job_type: JobType) -> None:
+        pass
+
+    def success_finalization_minimal(self, job_id: UUID, job_type: JobType) -> None:
+        pass
+
+    def success_finalization_stuck(self, job_id: UUID, job_type: JobType) -> None:
+        pass
+
+    def claim_transient_failure(self, reason: str) -> None:
+        pass
+
+    def jobs_claimed(self, node_id: str, count: int) -> None:
+        pass
+
+    def gate_rejected(self, gate: str, reason: str) -> None:
+        pass
+
+    def local_wakeup(self, reason: str) -> None:
+        pass
+
+    def execution_target_fallback(self, requested: str, used: str) -> None:
+        pass
+
+    def cluster_wakeup_published(self, node_id: str, execution_target: str) -> None:
+        pass
+
+    def cluster_wakeup_received(self, node_id: str, execution_target: str) -> None:
+        pass
+
+    def callback_failed(
+        self, job_id: UUID, job_type: JobType, cause: BaseException, attempt: int
+    ) -> None:
+        pass
+
+    def signal_waiting(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        pass
+
+    def signal_delivered(
+        self, job_id: UUID, job_type: JobType, signal_key: str, outcome: SignalOutcome
+    ) -> None:
+        pass
+
+    def signal_timed_out(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        pass
+
+    def signal_cancelled(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        pass
+
+    def store_operation(self, store: str, operation: str, outcome: str, duration_ms: int) -> None:
+        pass
+
+    def poller_breaker_state(self, poller: str, state: str) -> None:
+        pass
+
+    def circuit_breaker_state(self, service: str, old_state: str, new_state: str) -> None:
+        pass
+
+    def encryption_integrity_violation(self, job_id: UUID, surface: str) -> None:
+        pass
+
+    def encryption_envelope_version_skew(self, job_id: UUID, found: int, expected: int) -> None:
+        pass
+
+
+__all__ = ["NoOpMetricsCollector"]
