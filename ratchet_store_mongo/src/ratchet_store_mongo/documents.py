@@ -16,12 +16,11 @@ Reading is strict: a missing field, an unknown enum value or a wrong type raises
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from uuid import UUID
-
-import enum
 
 import attrs
 import cattrs
@@ -73,7 +72,8 @@ def to_bson_datetime(value: datetime, field: str = "datetime") -> datetime:
     Raises ``StoreDataError`` for a naive or non-UTC datetime."""
     if not isinstance(value, datetime):
         raise StoreDataError(field, f"expected a datetime, got {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None or value.utcoffset().total_seconds():  # type: ignore[union-attr]
+    offset = value.utcoffset()
+    if offset is None or offset.total_seconds():
         raise StoreDataError(
             field,
             f"must be a timezone-aware UTC datetime, got {value!r} "
@@ -145,9 +145,7 @@ def _keys(cls: type) -> list[str]:
     return ["_id" if f.name == id_field else f.name for f in attrs.fields(cls)]
 
 
-_KEYS: dict[type, list[str]] = {
-    cls: _keys(cls) for cls in (*_ID_FIELD, JobLogLine)
-}
+_KEYS: dict[type, list[str]] = {cls: _keys(cls) for cls in (*_ID_FIELD, JobLogLine)}
 
 
 def _first_field(exc: BaseException) -> tuple[str, str]:
@@ -206,7 +204,13 @@ def job_to_document(job: JobEntity) -> dict[str, Any]:
 
 
 def job_from_document(doc: Mapping[str, Any]) -> JobEntity:
-    return from_document(JobEntity, doc)
+    """The job of a stored document, tags sorted (as ``find_tags`` returns them)."""
+    job = from_document(JobEntity, doc)
+    tags = tuple(sorted(set(job.tags)))
+    if tags == job.tags:
+        return job
+    changes: dict[str, Any] = {"tags": tags}
+    return attrs.evolve(job, **changes)
 
 
 __all__ = [

@@ -1,0 +1,241 @@
+"""Cluster liveness: nodes, lock leases and resource permits.
+
+These writes never join a caller's session (REQUIRES_NEW): each is one single-document atomic
+operation (or one ``update_many``/``delete_many``) that commits on its own, so other nodes see
+it as soon as the call returns and no outer rollback can undo it. Every expiry is computed by the
+server from ``$$NOW``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from bson.codec_options import CodecOptions
+from pymongo import ASCENDING, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from ratchet_api.errors import StoreDataError
+from ratchet_api.store.entities import LockEntity, NodeEntity
+from ratchet_store_mongo._base import NOW, Doc, MongoBase, lit, now_minus, now_plus
+from ratchet_store_mongo.documents import from_document, to_document
+from ratchet_store_mongo.errors import translated
+
+
+def _check_ttl(ttl: timedelta, field: str = "ttl") -> timedelta:
+    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
+        raise StoreDataError(field, f"must be a positive timedelta, got {ttl!r}")
+    return ttl
+
+
+def _check_name(value: str, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise StoreDataError(field, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+class ClusterMixin(MongoBase):
+    _codec: CodecOptions[Any]
+
+    # ------------------------------------------------------------------ nodes
+
+    @translated("server_now")
+    def server_now(self) -> datetime:
+        reply = self._db.command("hello", codec_options=self._codec)
+        now = reply.get("localTime")
+        if not isinstance(now, datetime):
+            raise StoreDataError("localTime", f"the server's hello reply has no time: {now!r}")
+        return now
+
+    @translated("upsert_heartbeat")
+    def upsert_heartbeat(self, node: NodeEntity) -> None:
+        doc = to_document(node)
+        node_id = doc.pop("_id")
+        started_at = doc.pop("started_at")
+        doc.pop("last_heartbeat")
+        self._col("nodes").update_one(
+            {"_id": node_id},
+            [
+                {
+                    "$set": {
+                        **{key: lit(value) for key, value in doc.items()},
+                        "started_at": {"$ifNull": ["$started_at", lit(started_at)]},
+                        "last_heartbeat": NOW,
+                    }
+                }
+            ],
+            upsert=True,
+        )
+
+    def _inactive(self, timeout: timedelta) -> Doc:
+        if not isinstance(timeout, timedelta) or timeout < timedelta(0):
+            raise StoreDataError("timeout", f"must be a non-negative timedelta, got {timeout!r}")
+        return {"$expr": {"$lt": ["$last_heartbeat", now_minus(timeout)]}}
+
+    @translated("find_inactive_nodes")
+    def find_inactive_nodes(self, timeout: timedelta) -> list[NodeEntity]:
+        cursor = self._col("nodes").find(self._inactive(timeout), session=self._session)
+        return [from_document(NodeEntity, d) for d in cursor.sort("_id", ASCENDING)]
+
+    @translated("find_all_nodes")
+    def find_all_nodes(self) -> list[NodeEntity]:
+        cursor = self._col("nodes").find({}, session=self._session).sort("_id", ASCENDING)
+        return [from_document(NodeEntity, d) for d in cursor]
+
+    @translated("delete_inactive_nodes")
+    def delete_inactive_nodes(self, timeout: timedelta) -> int:
+        return self._col("nodes").delete_many(self._inactive(timeout)).deleted_count
+
+    @translated("delete_nodes_by_ids")
+    def delete_nodes_by_ids(self, node_ids: Sequence[str]) -> int:
+        if not node_ids:
+            return 0
+        return self._col("nodes").delete_many({"_id": {"$in": list(node_ids)}}).deleted_count
+
+    # ------------------------------------------------------------------ locks
+
+    @translated("try_lock")
+    def try_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        _check_name(name, "name")
+        _check_name(owner, "owner")
+        _check_ttl(ttl)
+        # One conditional pipeline update decides the winner atomically: the lease changes
+        # hands only if it is free, expired, or already ours; the returned document says who
+        # holds it now.
+        wins = {
+            "$or": [
+                {"$eq": ["$owner", lit(owner)]},
+                {"$lte": [{"$ifNull": ["$expires_at", None]}, NOW]},
+            ]
+        }
+        update = [
+            {
+                "$set": {
+                    "acquired_at": {"$cond": [wins, NOW, "$acquired_at"]},
+                    "expires_at": {"$cond": [wins, now_plus(ttl), "$expires_at"]},
+                    "owner": {"$cond": [wins, lit(owner), "$owner"]},
+                }
+            }
+        ]
+        for _ in range(2):
+            try:
+                doc = self._col("locks").find_one_and_update(
+                    {"_id": name}, update, upsert=True, return_document=ReturnDocument.AFTER
+                )
+                return doc is not None and doc.get("owner") == owner
+            except DuplicateKeyError:
+                continue  # two first acquisitions raced on the insert: the lease exists now
+        return False
+
+    @translated("unlock")
+    def unlock(self, name: str, owner: str) -> bool:
+        return self._col("locks").delete_one({"_id": name, "owner": owner}).deleted_count == 1
+
+    @translated("renew_lock")
+    def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        _check_ttl(ttl)
+        result = self._col("locks").update_one(
+            {"_id": name, "owner": owner, "$expr": {"$gt": ["$expires_at", NOW]}},
+            [{"$set": {"expires_at": now_plus(ttl)}}],
+        )
+        return result.modified_count == 1
+
+    @translated("find_lock")
+    def find_lock(self, name: str) -> LockEntity | None:
+        doc = self._col("locks").find_one({"_id": name}, session=self._session)
+        return None if doc is None else from_document(LockEntity, doc)
+
+    # ------------------------------------------------------------------ resource permits
+
+    @translated("try_acquire_permit")
+    def try_acquire_permit(
+        self, resource_key: str, holder: str, limit: int, ttl: timedelta
+    ) -> bool:
+        _check_name(resource_key, "resource_key")
+        _check_name(holder, "holder")
+        _check_ttl(ttl)
+        if not isinstance(limit, int) or limit < 1:
+            raise StoreDataError("limit", f"must be a positive integer, got {limit!r}")
+        # All permits of a key live in one document, so counting and taking is one atomic
+        # update: drop expired permits and the holder's own, then add the holder's if the rest
+        # leave room.
+        others = {
+            "$filter": {
+                "input": {"$ifNull": ["$holders", []]},
+                "as": "p",
+                "cond": {
+                    "$and": [{"$gt": ["$$p.expires_at", NOW]}, {"$ne": ["$$p.holder", lit(holder)]}]
+                },
+            }
+        }
+        mine = [{"holder": lit(holder), "expires_at": now_plus(ttl)}]
+        update = [
+            {
+                "$set": {
+                    "holders": {
+                        "$let": {
+                            "vars": {"others": others},
+                            "in": {
+                                "$cond": [
+                                    {"$lt": [{"$size": "$$others"}, limit]},
+                                    {"$concatArrays": ["$$others", mine]},
+                                    "$$others",
+                                ]
+                            },
+                        }
+                    }
+                }
+            }
+        ]
+        for _ in range(2):
+            try:
+                doc = self._col("permits").find_one_and_update(
+                    {"_id": resource_key},
+                    update,
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                    session=self._session,
+                )
+                holders = (doc or {}).get("holders") or []
+                return any(p.get("holder") == holder for p in holders)
+            except DuplicateKeyError:
+                continue
+        return False
+
+    @translated("release_permit")
+    def release_permit(self, resource_key: str, holder: str) -> bool:
+        result = self._col("permits").update_one(
+            {"_id": resource_key, "holders.holder": holder},
+            {"$pull": {"holders": {"holder": holder}}},
+            session=self._session,
+        )
+        return result.modified_count == 1
+
+    @translated("count_permits")
+    def count_permits(self, resource_key: str) -> int:
+        rows = list(
+            self._col("permits").aggregate(
+                [
+                    {"$match": {"_id": resource_key}},
+                    {
+                        "$project": {
+                            "n": {
+                                "$size": {
+                                    "$filter": {
+                                        "input": {"$ifNull": ["$holders", []]},
+                                        "as": "p",
+                                        "cond": {"$gt": ["$$p.expires_at", NOW]},
+                                    }
+                                }
+                            }
+                        }
+                    },
+                ],
+                session=self._session,
+            )
+        )
+        return int(rows[0]["n"]) if rows else 0
+
+
+__all__ = ["ClusterMixin"]

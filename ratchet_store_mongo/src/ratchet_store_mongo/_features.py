@@ -1,0 +1,250 @@
+"""Optional capabilities around the engine's features: recurring definitions, batches,
+workflow conditions and signals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from pymongo import ASCENDING, ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from ratchet_api.errors import InvalidStateTransitionError, StoreDataError, StoreError
+from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import (
+    BatchEntity,
+    BatchStatus,
+    JobEntity,
+    RecurringJobEntity,
+    WorkflowConditionEntity,
+)
+from ratchet_store_mongo._base import NOW, MongoBase, require_positive, set_stage
+from ratchet_store_mongo.documents import (
+    from_document,
+    job_from_document,
+    to_bson_datetime,
+    to_document,
+)
+from ratchet_store_mongo.errors import translated
+
+
+class FeaturesMixin(MongoBase):
+    # ------------------------------------------------------------------ recurring
+
+    @translated("save_recurring")
+    def save_recurring(self, recurring: RecurringJobEntity) -> RecurringJobEntity:
+        doc = to_document(recurring)
+        self._col("recurring").replace_one(
+            {"_id": doc["_id"]}, doc, upsert=True, session=self._session
+        )
+        return from_document(RecurringJobEntity, doc)
+
+    @translated("find_recurring")
+    def find_recurring(self, name: str) -> RecurringJobEntity | None:
+        doc = self._col("recurring").find_one({"_id": name}, session=self._session)
+        return None if doc is None else from_document(RecurringJobEntity, doc)
+
+    @translated("list_recurring")
+    def list_recurring(self) -> list[RecurringJobEntity]:
+        cursor = self._col("recurring").find({}, session=self._session).sort("_id", ASCENDING)
+        return [from_document(RecurringJobEntity, d) for d in cursor]
+
+    @translated("find_due_recurring")
+    def find_due_recurring(self, limit: int) -> list[RecurringJobEntity]:
+        require_positive(limit, "limit")
+        if limit == 0:
+            return []
+        cursor = (
+            self._col("recurring")
+            .find(
+                {"enabled": True, "$expr": {"$lte": ["$next_fire_at", NOW]}}, session=self._session
+            )
+            .sort([("next_fire_at", ASCENDING), ("_id", ASCENDING)])
+            .limit(limit)
+        )
+        return [from_document(RecurringJobEntity, d) for d in cursor]
+
+    @translated("advance_next_fire")
+    def advance_next_fire(
+        self, name: str, expected_fire_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        expected = to_bson_datetime(expected_fire_at, "expected_fire_at")
+        result = self._col("recurring").update_one(
+            {"_id": name, "next_fire_at": expected},
+            {
+                "$set": {
+                    "next_fire_at": to_bson_datetime(next_fire_at, "next_fire_at"),
+                    "last_fired_at": expected,
+                }
+            },
+            session=self._session,
+        )
+        return result.modified_count == 1
+
+    @translated("delete_recurring")
+    def delete_recurring(self, name: str) -> bool:
+        result = self._col("recurring").delete_one({"_id": name}, session=self._session)
+        return result.deleted_count == 1
+
+    # ------------------------------------------------------------------ batches
+
+    @translated("save_batch")
+    def save_batch(self, batch: BatchEntity) -> BatchEntity:
+        doc = to_document(batch)
+        try:
+            self._col("batches").insert_one(doc, session=self._session)
+        except DuplicateKeyError as exc:
+            raise StoreError(f"batch {batch.id} already exists") from exc
+        return from_document(BatchEntity, doc)
+
+    @translated("find_batch")
+    def find_batch(self, batch_id: UUID) -> BatchEntity | None:
+        doc = self._col("batches").find_one({"_id": batch_id}, session=self._session)
+        return None if doc is None else from_document(BatchEntity, doc)
+
+    def _batch_or_raise(self, batch_id: UUID, doing: str) -> BatchEntity:
+        batch = self.find_batch(batch_id)
+        if batch is None:
+            raise InvalidStateTransitionError(f"cannot {doing}: batch {batch_id} does not exist")
+        return batch
+
+    @translated("add_to_total")
+    def add_to_total(self, batch_id: UUID, count: int) -> BatchEntity:
+        require_positive(count, "count")
+        doc = self._col("batches").find_one_and_update(
+            {"_id": batch_id, "status": BatchStatus.OPEN.value},
+            {"$inc": {"total": count}},
+            return_document=ReturnDocument.AFTER,
+            session=self._session,
+        )
+        if doc is None:
+            batch = self._batch_or_raise(batch_id, "add children")
+            raise InvalidStateTransitionError(
+                f"cannot add children to batch {batch_id}: it is {batch.status.value}, not OPEN"
+            )
+        return from_document(BatchEntity, doc)
+
+    @translated("seal_batch")
+    def seal_batch(self, batch_id: UUID) -> bool:
+        result = self._col("batches").update_one(
+            {"_id": batch_id, "status": BatchStatus.OPEN.value},
+            {"$set": {"status": BatchStatus.SEALED.value}},
+            session=self._session,
+        )
+        return result.modified_count == 1
+
+    @translated("increment_finished")
+    def increment_finished(self, batch_id: UUID, succeeded: bool) -> BatchEntity:
+        doc = self._col("batches").find_one_and_update(
+            {"_id": batch_id},
+            {"$inc": {"succeeded" if succeeded else "failed": 1}},
+            return_document=ReturnDocument.AFTER,
+            session=self._session,
+        )
+        if doc is None:
+            self._batch_or_raise(batch_id, "count a finished child")
+        return from_document(BatchEntity, doc or {})
+
+    @translated("mark_batch_complete_if_ready")
+    def mark_batch_complete_if_ready(self, batch_id: UUID) -> bool:
+        result = self._col("batches").update_one(
+            {
+                "_id": batch_id,
+                "status": BatchStatus.SEALED.value,
+                "$expr": {"$gte": [{"$add": ["$succeeded", "$failed"]}, "$total"]},
+            },
+            set_stage({"status": BatchStatus.COMPLETED}, now=("completed_at",)),
+            session=self._session,
+        )
+        return result.modified_count == 1
+
+    # ------------------------------------------------------------------ workflow conditions
+
+    @translated("save_conditions")
+    def save_conditions(self, conditions: Sequence[WorkflowConditionEntity]) -> None:
+        docs = [to_document(c) for c in conditions]
+        if not docs:
+            return
+        try:
+            if len(docs) == 1:
+                self._col("conditions").insert_one(docs[0], session=self._session)
+            else:
+                self._atomic(lambda s: self._col("conditions").insert_many(docs, session=s))
+        except DuplicateKeyError as exc:
+            raise StoreError(f"workflow condition already exists: {exc}") from exc
+
+    @translated("find_conditions_by_parent")
+    def find_conditions_by_parent(self, parent_job_id: UUID) -> list[WorkflowConditionEntity]:
+        cursor = (
+            self._col("conditions")
+            .find({"parent_job_id": parent_job_id}, session=self._session)
+            .sort([("position", ASCENDING), ("_id", ASCENDING)])
+        )
+        return [from_document(WorkflowConditionEntity, d) for d in cursor]
+
+    @translated("delete_conditions_by_parent")
+    def delete_conditions_by_parent(self, parent_job_id: UUID) -> int:
+        return (
+            self._col("conditions")
+            .delete_many({"parent_job_id": parent_job_id}, session=self._session)
+            .deleted_count
+        )
+
+    # ------------------------------------------------------------------ signals
+
+    def _deliver(self, query: dict[str, object], payload: str | None, many: bool) -> int:
+        if payload is not None and not isinstance(payload, str):
+            raise StoreDataError(
+                "payload", f"must be a string or None, got {type(payload).__name__}"
+            )
+        update = set_stage(
+            {"status": JobStatus.PENDING, "signal_payload": payload},
+            now=("scheduled_at", "updated_at"),
+        )
+        query = {**query, "status": JobStatus.AWAITING_SIGNAL.value}
+        if many:
+            return self._jobs.update_many(query, update, session=self._session).modified_count
+        return self._jobs.update_one(query, update, session=self._session).modified_count
+
+    @translated("deliver_signal_by_id")
+    def deliver_signal_by_id(self, job_id: UUID, payload: str | None) -> bool:
+        return self._deliver({"_id": job_id}, payload, many=False) == 1
+
+    @translated("deliver_signal_by_key")
+    def deliver_signal_by_key(self, signal_key: str, payload: str | None) -> int:
+        return self._deliver({"signal_key": signal_key}, payload, many=True)
+
+    @translated("find_timed_out_signal_jobs")
+    def find_timed_out_signal_jobs(self, limit: int) -> list[JobEntity]:
+        require_positive(limit, "limit")
+        if limit == 0:
+            return []
+        cursor = (
+            self._jobs.find(
+                {
+                    "status": JobStatus.AWAITING_SIGNAL.value,
+                    "signal_deadline": {"$type": "date"},
+                    "$expr": {"$lte": ["$signal_deadline", NOW]},
+                },
+                session=self._session,
+            )
+            .sort([("signal_deadline", ASCENDING), ("_id", ASCENDING)])
+            .limit(limit)
+        )
+        return [job_from_document(d) for d in cursor]
+
+    @translated("expire_signal")
+    def expire_signal(self, job_id: UUID, error: str) -> bool:
+        result = self._jobs.update_one(
+            {"_id": job_id, "status": JobStatus.AWAITING_SIGNAL.value},
+            set_stage(
+                {"status": JobStatus.FAILED, "last_error": error, "owner": None},
+                now=("finished_at", "updated_at"),
+            ),
+            session=self._session,
+        )
+        return result.modified_count == 1
+
+
+__all__ = ["FeaturesMixin"]
