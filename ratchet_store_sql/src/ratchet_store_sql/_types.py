@@ -48,9 +48,17 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
         return value.astimezone(UTC)  # type: ignore[no-any-return]
 
 
+def key_string(length: int) -> sa.types.TypeEngine[str]:
+    """``VARCHAR(length)`` compared byte-wise on MySQL/MariaDB (whose default collations are
+    case-insensitive: tags, keys and names must stay distinct by case)."""
+    return sa.String(length).with_variant(
+        mysql.VARCHAR(length, collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+
+
 def long_text() -> sa.types.TypeEngine[str]:
     """``TEXT`` (``LONGTEXT`` on MySQL/MariaDB)."""
     return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
 
-__all__ = ["UtcDateTime", "long_text"]
+__all__ = ["UtcDateTime", "key_string", "long_text"]

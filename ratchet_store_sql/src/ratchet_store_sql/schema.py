@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
-from ratchet_store_sql._types import UtcDateTime, long_text
+from ratchet_store_sql._types import UtcDateTime, key_string, long_text
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -44,19 +44,19 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("max_retries", sa.Integer(), nullable=False),
         sa.Column("backoff", sa.Text(), nullable=True),
         sa.Column("claim_seq", sa.Integer(), nullable=False),
-        sa.Column("owner", sa.String(KEY), nullable=True),
+        sa.Column("owner", key_string(KEY), nullable=True),
         sa.Column("heartbeat_at", UtcDateTime(), nullable=True),
-        sa.Column("idempotency_key", sa.String(KEY), nullable=True),
-        sa.Column("execution_target", sa.String(KEY), nullable=True),
+        sa.Column("idempotency_key", key_string(KEY), nullable=True),
+        sa.Column("execution_target", key_string(KEY), nullable=True),
         sa.Column("result", long_text(), nullable=True),
         sa.Column("last_error", long_text(), nullable=True),
         sa.Column("parent_id", sa.Uuid(), nullable=True),
         sa.Column("batch_id", sa.Uuid(), nullable=True),
-        sa.Column("signal_key", sa.String(KEY), nullable=True),
+        sa.Column("signal_key", key_string(KEY), nullable=True),
         sa.Column("signal_deadline", UtcDateTime(), nullable=True),
         sa.Column("signal_payload", long_text(), nullable=True),
-        sa.Column("resource_key", sa.String(KEY), nullable=True),
-        sa.Column("recurring_name", sa.String(KEY), nullable=True),
+        sa.Column("resource_key", key_string(KEY), nullable=True),
+        sa.Column("recurring_name", key_string(KEY), nullable=True),
     ]
 
 
@@ -97,15 +97,15 @@ job_tags = sa.Table(
         sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("tag", sa.String(MAX_TAG_LENGTH), primary_key=True),
+    sa.Column("tag", key_string(MAX_TAG_LENGTH), primary_key=True),
 )
 sa.Index("ix_ratchet_job_tags_tag_job_id", job_tags.c.tag, job_tags.c.job_id)
 
 nodes = sa.Table(
     "ratchet_nodes",
     metadata,
-    sa.Column("node_id", sa.String(KEY), primary_key=True),
-    sa.Column("host", sa.String(KEY), nullable=False),
+    sa.Column("node_id", key_string(KEY), primary_key=True),
+    sa.Column("host", key_string(KEY), nullable=False),
     sa.Column("pid", sa.Integer(), nullable=False),
     sa.Column("started_at", UtcDateTime(), nullable=False),
     sa.Column("last_heartbeat", UtcDateTime(), nullable=False),
@@ -117,8 +117,8 @@ sa.Index("ix_ratchet_nodes_last_heartbeat", nodes.c.last_heartbeat)
 recurring_jobs = sa.Table(
     "ratchet_recurring_jobs",
     metadata,
-    sa.Column("name", sa.String(KEY), primary_key=True),
-    sa.Column("cron", sa.String(KEY), nullable=False),
+    sa.Column("name", key_string(KEY), primary_key=True),
+    sa.Column("cron", key_string(KEY), nullable=False),
     sa.Column("timezone", sa.String(64), nullable=False),
     sa.Column("target", sa.String(512), nullable=False),
     sa.Column("payload", long_text(), nullable=False),
@@ -140,7 +140,7 @@ batches = sa.Table(
     "ratchet_batches",
     metadata,
     sa.Column("id", sa.Uuid(), primary_key=True),
-    sa.Column("name", sa.String(KEY), nullable=False),
+    sa.Column("name", key_string(KEY), nullable=False),
     sa.Column("status", sa.String(STATUS_LEN), nullable=False),
     sa.Column("total", sa.Integer(), nullable=False),
     sa.Column("succeeded", sa.Integer(), nullable=False),
@@ -169,8 +169,8 @@ sa.Index(
 resource_permits = sa.Table(
     "ratchet_resource_permits",
     metadata,
-    sa.Column("resource_key", sa.String(KEY), primary_key=True),
-    sa.Column("holder", sa.String(KEY), primary_key=True),
+    sa.Column("resource_key", key_string(KEY), primary_key=True),
+    sa.Column("holder", key_string(KEY), primary_key=True),
     sa.Column("acquired_at", UtcDateTime(), nullable=False),
     sa.Column("expires_at", UtcDateTime(), nullable=False),
 )
@@ -178,8 +178,8 @@ resource_permits = sa.Table(
 locks = sa.Table(
     "ratchet_locks",
     metadata,
-    sa.Column("name", sa.String(KEY), primary_key=True),
-    sa.Column("owner", sa.String(KEY), nullable=False),
+    sa.Column("name", key_string(KEY), primary_key=True),
+    sa.Column("owner", key_string(KEY), nullable=False),
     sa.Column("acquired_at", UtcDateTime(), nullable=False),
     sa.Column("expires_at", UtcDateTime(), nullable=False),
 )
@@ -204,7 +204,7 @@ job_properties = sa.Table(
         sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("key", sa.String(KEY), primary_key=True),
+    sa.Column("key", key_string(KEY), primary_key=True),
     sa.Column("value", long_text(), nullable=False),
 )
 sa.Index("ix_ratchet_job_properties_key", job_properties.c.key)
@@ -218,7 +218,7 @@ job_state = sa.Table(
         sa.ForeignKey("ratchet_jobs.id", ondelete="CASCADE"),
         primary_key=True,
     ),
-    sa.Column("namespace", sa.String(KEY), primary_key=True),
+    sa.Column("namespace", key_string(KEY), primary_key=True),
     sa.Column("json", long_text(), nullable=False),
     sa.Column("version", sa.Integer(), nullable=False),
 )
@@ -229,7 +229,7 @@ executions = sa.Table(
     sa.Column("id", sa.Uuid(), primary_key=True),
     sa.Column("job_id", sa.Uuid(), nullable=False),
     sa.Column("attempt", sa.Integer(), nullable=False),
-    sa.Column("node_id", sa.String(KEY), nullable=False),
+    sa.Column("node_id", key_string(KEY), nullable=False),
     sa.Column("status", sa.String(STATUS_LEN), nullable=False),
     sa.Column("started_at", UtcDateTime(), nullable=False),
     sa.Column("finished_at", UtcDateTime(), nullable=True),

@@ -1,0 +1,119 @@
+"""Connection and transaction handling shared by every part of the store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+
+from ratchet_api.errors import RatchetError, StoreError
+from ratchet_api.store.entities import JobEntity
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._convert import row_to_job
+from ratchet_store_sql._dialects import Dialect
+from ratchet_store_sql._engine import IMMEDIATE
+from ratchet_store_sql._errors import translate
+
+CHUNK = 500
+"""Most ids bound into one IN list (keeps every backend under its parameter limit)."""
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class SqlBase:
+    """Holds the engine and, for a joined view, the caller's connection.
+
+    ``_write`` (REQUIRED) joins the caller's connection or opens a transaction of its own;
+    ``_independent`` (REQUIRES_NEW) always commits on its own connection; ``_read`` (SUPPORTS)
+    joins the caller's connection or uses a short read transaction. All three translate driver
+    errors into ``StoreError``/``TransientStoreError``.
+    """
+
+    _engine: sa.Engine
+    _bound: sa.Connection | None
+    _d: Dialect
+    _closed: bool
+    _load_tags_on_claim: bool
+
+    def _check_open(self, operation: str) -> None:
+        if self._closed:
+            raise StoreError(f"{operation}: the store is closed")
+
+    @contextmanager
+    def _write(self, operation: str) -> Iterator[sa.Connection]:
+        self._check_open(operation)
+        try:
+            if self._bound is not None:
+                yield self._bound
+                return
+            with self._engine.connect() as conn:
+                if self._d.is_sqlite:
+                    conn.execution_options(**{IMMEDIATE: True})
+                with conn.begin():
+                    yield conn
+        except RatchetError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+
+    @contextmanager
+    def _independent(self, operation: str) -> Iterator[sa.Connection]:
+        self._check_open(operation)
+        try:
+            with self._engine.connect() as conn:
+                if self._d.is_sqlite:
+                    conn.execution_options(**{IMMEDIATE: True})
+                with conn.begin():
+                    yield conn
+        except RatchetError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+
+    @contextmanager
+    def _read(self, operation: str) -> Iterator[sa.Connection]:
+        self._check_open(operation)
+        try:
+            if self._bound is not None:
+                yield self._bound
+                return
+            with self._engine.connect() as conn:
+                yield conn
+        except RatchetError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+
+    # ------------------------------------------------------------------ shared helpers
+
+    def _tags_for(self, conn: sa.Connection, ids: Sequence[UUID]) -> dict[UUID, list[str]]:
+        found: dict[UUID, list[str]] = {}
+        for part in chunks(ids):
+            rows = conn.execute(
+                sa.select(s.job_tags.c.job_id, s.job_tags.c.tag).where(
+                    s.job_tags.c.job_id.in_(part)
+                )
+            )
+            for job_id, tag in rows:
+                found.setdefault(job_id, []).append(tag)
+        return found
+
+    def _jobs_from_rows(
+        self, conn: sa.Connection, rows: Sequence[sa.RowMapping], *, with_tags: bool = True
+    ) -> list[JobEntity]:
+        if not rows:
+            return []
+        tags = self._tags_for(conn, [r["id"] for r in rows]) if with_tags else {}
+        return [row_to_job(r, tags.get(r["id"], ())) for r in rows]
+
+    def _select_jobs(self, conn: sa.Connection, stmt: sa.Select[Any]) -> list[JobEntity]:
+        return self._jobs_from_rows(conn, list(conn.execute(stmt).mappings()))
+
+
+__all__ = ["CHUNK", "SqlBase", "chunks"]

@@ -1,0 +1,754 @@
+"""The optional capabilities: recurring, batch, workflow conditions, signals, resource permits,
+locks, archive, query, analytics, audit and extension properties/state."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+
+from ratchet_api.errors import InvalidStateTransitionError, JobNotFoundError, StoreDataError
+from ratchet_api.model import (
+    TERMINAL_STATUSES,
+    JobStatus,
+    StateWriteResult,
+    VersionedState,
+)
+from ratchet_api.store.entities import (
+    BatchEntity,
+    BatchStatus,
+    ExecutionRecord,
+    JobEntity,
+    JobLogLine,
+    JobQuery,
+    LockEntity,
+    RecurringJobEntity,
+    SortOrder,
+    WorkflowConditionEntity,
+)
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._base import SqlBase, chunks
+from ratchet_store_sql._convert import (
+    JOB_FIELDS,
+    batch_to_row,
+    condition_to_row,
+    execution_to_row,
+    log_to_row,
+    recurring_to_row,
+    require_utc,
+    row_to_batch,
+    row_to_condition,
+    row_to_execution,
+    row_to_job,
+    row_to_lock,
+    row_to_log,
+    row_to_recurring,
+)
+from ratchet_store_sql._jobs import _seconds
+
+J = s.jobs
+T = s.job_tags
+P = s.job_properties
+ST = s.job_state
+A = s.archived_jobs
+TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
+AWAITING = JobStatus.AWAITING_SIGNAL.value
+SENTINEL = ""
+"""Holder of the per-resource guard row that serializes permit acquisition."""
+
+
+class RecurringOperations(SqlBase):
+    def save_recurring(self, recurring: RecurringJobEntity) -> RecurringJobEntity:
+        values = recurring_to_row(recurring)
+        update = {k: v for k, v in values.items() if k != "name"}
+        with self._write("save_recurring") as conn:
+            conn.execute(self._d.upsert(s.recurring_jobs, values, ["name"], update))
+        return recurring
+
+    def find_recurring(self, name: str) -> RecurringJobEntity | None:
+        with self._read("find_recurring") as conn:
+            row = (
+                conn.execute(sa.select(s.recurring_jobs).where(s.recurring_jobs.c.name == name))
+                .mappings()
+                .first()
+            )
+            return row_to_recurring(row) if row is not None else None
+
+    def list_recurring(self) -> list[RecurringJobEntity]:
+        with self._read("list_recurring") as conn:
+            rows = conn.execute(
+                sa.select(s.recurring_jobs).order_by(s.recurring_jobs.c.name)
+            ).mappings()
+            return [row_to_recurring(r) for r in rows]
+
+    def find_due_recurring(self, limit: int) -> list[RecurringJobEntity]:
+        r = s.recurring_jobs
+        stmt = (
+            sa.select(r)
+            .where(r.c.enabled.is_(True), r.c.next_fire_at <= self._d.now())
+            .order_by(r.c.next_fire_at, r.c.name)
+            .limit(limit)
+        )
+        with self._read("find_due_recurring") as conn:
+            return [row_to_recurring(x) for x in conn.execute(stmt).mappings()]
+
+    def advance_next_fire(
+        self, name: str, expected_fire_at: datetime, next_fire_at: datetime
+    ) -> bool:
+        require_utc(expected_fire_at, "expected_fire_at")
+        require_utc(next_fire_at, "next_fire_at")
+        r = s.recurring_jobs
+        with self._write("advance_next_fire") as conn:
+            stmt = (
+                sa.update(r)
+                .where(r.c.name == name, r.c.next_fire_at == expected_fire_at)
+                .values(next_fire_at=next_fire_at, last_fired_at=expected_fire_at)
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    def delete_recurring(self, name: str) -> bool:
+        with self._write("delete_recurring") as conn:
+            r = s.recurring_jobs
+            return conn.execute(sa.delete(r).where(r.c.name == name)).rowcount == 1
+
+
+class BatchOperations(SqlBase):
+    def save_batch(self, batch: BatchEntity) -> BatchEntity:
+        with self._write("save_batch") as conn:
+            conn.execute(sa.insert(s.batches), [batch_to_row(batch)])
+        return batch
+
+    def _batch(self, conn: sa.Connection, batch_id: UUID) -> BatchEntity | None:
+        row = conn.execute(sa.select(s.batches).where(s.batches.c.id == batch_id)).mappings()
+        first = row.first()
+        return row_to_batch(first) if first is not None else None
+
+    def find_batch(self, batch_id: UUID) -> BatchEntity | None:
+        with self._read("find_batch") as conn:
+            return self._batch(conn, batch_id)
+
+    def add_to_total(self, batch_id: UUID, count: int) -> BatchEntity:
+        if count < 0:
+            raise StoreDataError("count", f"must not be negative, got {count}")
+        b = s.batches
+        with self._write("add_to_total") as conn:
+            changed = conn.execute(
+                sa.update(b)
+                .where(b.c.id == batch_id, b.c.status == BatchStatus.OPEN.value)
+                .values(total=b.c.total + count)
+            ).rowcount
+            batch = self._batch(conn, batch_id)
+            if batch is None:
+                raise InvalidStateTransitionError(f"batch {batch_id} does not exist")
+            if not changed:
+                raise InvalidStateTransitionError(
+                    f"batch {batch_id} is {batch.status.value}: children can only be added "
+                    "to an OPEN batch"
+                )
+            return batch
+
+    def seal_batch(self, batch_id: UUID) -> bool:
+        b = s.batches
+        with self._write("seal_batch") as conn:
+            return (
+                conn.execute(
+                    sa.update(b)
+                    .where(b.c.id == batch_id, b.c.status == BatchStatus.OPEN.value)
+                    .values(status=BatchStatus.SEALED.value)
+                ).rowcount
+                == 1
+            )
+
+    def increment_finished(self, batch_id: UUID, succeeded: bool) -> BatchEntity:
+        b = s.batches
+        column = "succeeded" if succeeded else "failed"
+        with self._write("increment_finished") as conn:
+            changed = conn.execute(
+                sa.update(b).where(b.c.id == batch_id).values({column: b.c[column] + 1})
+            ).rowcount
+            batch = self._batch(conn, batch_id)
+            if not changed or batch is None:
+                raise InvalidStateTransitionError(f"batch {batch_id} does not exist")
+            return batch
+
+    def mark_batch_complete_if_ready(self, batch_id: UUID) -> bool:
+        b = s.batches
+        with self._write("mark_batch_complete_if_ready") as conn:
+            stmt = (
+                sa.update(b)
+                .where(
+                    b.c.id == batch_id,
+                    b.c.status == BatchStatus.SEALED.value,
+                    b.c.succeeded + b.c.failed >= b.c.total,
+                )
+                .values(status=BatchStatus.COMPLETED.value, completed_at=self._d.now())
+            )
+            return conn.execute(stmt).rowcount == 1
+
+
+class WorkflowOperations(SqlBase):
+    def save_conditions(self, conditions: Sequence[WorkflowConditionEntity]) -> None:
+        if not conditions:
+            return
+        rows = [condition_to_row(c) for c in conditions]
+        with self._write("save_conditions") as conn:
+            conn.execute(sa.insert(s.workflow_conditions), rows)
+
+    def find_conditions_by_parent(self, parent_job_id: UUID) -> list[WorkflowConditionEntity]:
+        w = s.workflow_conditions
+        with self._read("find_conditions_by_parent") as conn:
+            rows = conn.execute(
+                sa.select(w).where(w.c.parent_job_id == parent_job_id).order_by(w.c.position)
+            ).mappings()
+            return [row_to_condition(r) for r in rows]
+
+    def delete_conditions_by_parent(self, parent_job_id: UUID) -> int:
+        w = s.workflow_conditions
+        with self._write("delete_conditions_by_parent") as conn:
+            return int(
+                conn.execute(sa.delete(w).where(w.c.parent_job_id == parent_job_id)).rowcount
+            )
+
+
+class SignalOperations(SqlBase):
+    def _deliver(self, operation: str, where: sa.ColumnElement[bool], payload: str | None) -> int:
+        now = self._d.now()
+        with self._write(operation) as conn:
+            stmt = (
+                sa.update(J)
+                .where(where, J.c.status == AWAITING)
+                .values(
+                    status=JobStatus.PENDING.value,
+                    scheduled_at=now,
+                    signal_payload=payload,
+                    updated_at=now,
+                )
+            )
+            return int(conn.execute(stmt).rowcount)
+
+    def deliver_signal_by_id(self, job_id: UUID, payload: str | None) -> bool:
+        return self._deliver("deliver_signal_by_id", J.c.id == job_id, payload) == 1
+
+    def deliver_signal_by_key(self, signal_key: str, payload: str | None) -> int:
+        return self._deliver("deliver_signal_by_key", J.c.signal_key == signal_key, payload)
+
+    def find_timed_out_signal_jobs(self, limit: int) -> list[JobEntity]:
+        stmt = (
+            sa.select(J)
+            .where(
+                J.c.status == AWAITING,
+                J.c.signal_deadline.is_not(None),
+                J.c.signal_deadline <= self._d.now(),
+            )
+            .order_by(J.c.signal_deadline, J.c.id)
+            .limit(limit)
+        )
+        with self._read("find_timed_out_signal_jobs") as conn:
+            return self._select_jobs(conn, stmt)
+
+    def expire_signal(self, job_id: UUID, error: str) -> bool:
+        now = self._d.now()
+        with self._write("expire_signal") as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.id == job_id, J.c.status == AWAITING)
+                .values(
+                    status=JobStatus.FAILED.value,
+                    last_error=error,
+                    finished_at=now,
+                    updated_at=now,
+                )
+            )
+            return conn.execute(stmt).rowcount == 1
+
+
+class PermitOperations(SqlBase):
+    def try_acquire_permit(
+        self, resource_key: str, holder: str, limit: int, ttl: timedelta
+    ) -> bool:
+        if not holder:
+            raise StoreDataError("holder", "must be a non-empty string")
+        seconds = _seconds(ttl, "ttl")
+        r = s.resource_permits
+        d = self._d
+        now = d.now()
+        with self._write("try_acquire_permit") as conn:
+            # Serialize acquirers of one resource on a guard row (BEGIN IMMEDIATE on SQLite).
+            conn.execute(
+                d.insert_ignore(r),
+                [
+                    {
+                        "resource_key": resource_key,
+                        "holder": SENTINEL,
+                        "acquired_at": _EPOCH,
+                        "expires_at": _EPOCH,
+                    }
+                ],
+            )
+            conn.execute(
+                sa.select(r.c.holder)
+                .where(r.c.resource_key == resource_key, r.c.holder == SENTINEL)
+                .with_for_update()
+            ).all()
+            refreshed = conn.execute(
+                sa.update(r)
+                .where(r.c.resource_key == resource_key, r.c.holder == holder, r.c.expires_at > now)
+                .values(expires_at=d.now_plus(seconds))
+            ).rowcount
+            if refreshed:
+                return True
+            conn.execute(
+                sa.delete(r).where(
+                    r.c.resource_key == resource_key,
+                    r.c.holder != SENTINEL,
+                    r.c.expires_at <= now,
+                )
+            )
+            live = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(r)
+                .where(r.c.resource_key == resource_key, r.c.holder != SENTINEL)
+            ).scalar_one()
+            if live >= limit:
+                return False
+            conn.execute(
+                sa.insert(r).values(
+                    resource_key=resource_key,
+                    holder=holder,
+                    acquired_at=now,
+                    expires_at=d.now_plus(seconds),
+                )
+            )
+            return True
+
+    def release_permit(self, resource_key: str, holder: str) -> bool:
+        if not holder:
+            return False
+        r = s.resource_permits
+        with self._write("release_permit") as conn:
+            return (
+                conn.execute(
+                    sa.delete(r).where(r.c.resource_key == resource_key, r.c.holder == holder)
+                ).rowcount
+                == 1
+            )
+
+    def count_permits(self, resource_key: str) -> int:
+        r = s.resource_permits
+        with self._read("count_permits") as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(r)
+                    .where(
+                        r.c.resource_key == resource_key,
+                        r.c.holder != SENTINEL,
+                        r.c.expires_at > self._d.now(),
+                    )
+                ).scalar_one()
+            )
+
+
+class LockOperations(SqlBase):
+    def try_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        seconds = _seconds(ttl, "ttl")
+        if not owner:
+            raise StoreDataError("owner", "must be a non-empty string")
+        lk = s.locks
+        d = self._d
+        now = d.now()
+        with self._independent("try_lock") as conn:
+            inserted = conn.execute(
+                d.insert_ignore(lk).values(
+                    name=name, owner=owner, acquired_at=now, expires_at=d.now_plus(seconds)
+                )
+            ).rowcount
+            if inserted == 1:
+                return True
+            # Held already: take it over if it expired, or refresh it as the same owner. The
+            # WHERE is re-checked under the row lock, so one racer at most wins.
+            stmt = (
+                sa.update(lk)
+                .where(lk.c.name == name, sa.or_(lk.c.owner == owner, lk.c.expires_at <= now))
+                .ordered_values(
+                    (lk.c.acquired_at, sa.case((lk.c.owner == owner, lk.c.acquired_at), else_=now)),
+                    (lk.c.expires_at, d.now_plus(seconds)),
+                    (lk.c.owner, owner),
+                )
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    def unlock(self, name: str, owner: str) -> bool:
+        lk = s.locks
+        with self._independent("unlock") as conn:
+            return (
+                conn.execute(sa.delete(lk).where(lk.c.name == name, lk.c.owner == owner)).rowcount
+                == 1
+            )
+
+    def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        seconds = _seconds(ttl, "ttl")
+        lk = s.locks
+        d = self._d
+        with self._independent("renew_lock") as conn:
+            stmt = (
+                sa.update(lk)
+                .where(lk.c.name == name, lk.c.owner == owner, lk.c.expires_at > d.now())
+                .values(expires_at=d.now_plus(seconds))
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    def find_lock(self, name: str) -> LockEntity | None:
+        with self._read("find_lock") as conn:
+            row = conn.execute(sa.select(s.locks).where(s.locks.c.name == name)).mappings().first()
+            return row_to_lock(row) if row is not None else None
+
+
+class ArchiveOperations(SqlBase):
+    def _archive(self, conn: sa.Connection, ids: Sequence[UUID]) -> int:
+        rows = list(
+            conn.execute(
+                sa.select(J).where(J.c.id.in_(ids), J.c.status.in_(TERMINAL)).with_for_update()
+            ).mappings()
+        )
+        if not rows:
+            return 0
+        found = [r["id"] for r in rows]
+        tags = self._tags_for(conn, found)
+        props: dict[UUID, dict[str, str]] = {}
+        for job_id, key, value in conn.execute(
+            sa.select(P.c.job_id, P.c.key, P.c.value).where(P.c.job_id.in_(found))
+        ):
+            props.setdefault(job_id, {})[key] = value
+        states: dict[UUID, dict[str, Any]] = {}
+        for job_id, ns, text, version in conn.execute(
+            sa.select(ST.c.job_id, ST.c.namespace, ST.c.json, ST.c.version).where(
+                ST.c.job_id.in_(found)
+            )
+        ):
+            states.setdefault(job_id, {})[ns] = {"json": text, "version": version}
+        now = self._d.now()
+        archived = []
+        for r in rows:
+            row = {k: r[k] for k in JOB_FIELDS}
+            row["tags"] = json.dumps(sorted(tags.get(r["id"], [])))
+            row["properties"] = json.dumps(props.get(r["id"], {}), sort_keys=True)
+            row["state"] = json.dumps(states.get(r["id"], {}), sort_keys=True)
+            archived.append(row)
+        stamp = conn.execute(sa.select(now)).scalar_one()
+        for row in archived:
+            row["archived_at"] = stamp
+        conn.execute(sa.insert(A), archived)
+        for table in (T, P, ST):
+            conn.execute(sa.delete(table).where(table.c.job_id.in_(found)))
+        conn.execute(sa.delete(J).where(J.c.id.in_(found)))
+        return len(found)
+
+    def archive_job(self, job_id: UUID) -> bool:
+        with self._write("archive_job") as conn:
+            return self._archive(conn, [job_id]) == 1
+
+    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
+        require_utc(cutoff, "cutoff")
+        if limit <= 0:
+            return 0
+        with self._write("archive_finished_before") as conn:
+            ids = list(
+                conn.execute(
+                    sa.select(J.c.id)
+                    .where(J.c.status.in_(TERMINAL), J.c.finished_at < cutoff)
+                    .order_by(J.c.finished_at, J.c.id)
+                    .limit(limit)
+                ).scalars()
+            )
+            return sum(self._archive(conn, part) for part in chunks(ids))
+
+    @staticmethod
+    def _from_archive(row: sa.RowMapping) -> JobEntity:
+        try:
+            tags = json.loads(row["tags"])
+        except ValueError:
+            raise StoreDataError("tags", "archived tags are not JSON", job_id=row["id"]) from None
+        return row_to_job(row, tags)
+
+    def find_archived_job(self, job_id: UUID) -> JobEntity | None:
+        with self._read("find_archived_job") as conn:
+            row = conn.execute(sa.select(A).where(A.c.id == job_id)).mappings().first()
+            return self._from_archive(row) if row is not None else None
+
+    def find_archived_jobs(self, limit: int, offset: int = 0) -> list[JobEntity]:
+        stmt = (
+            sa.select(A).order_by(A.c.finished_at.desc(), A.c.id.desc()).limit(limit).offset(offset)
+        )
+        with self._read("find_archived_jobs") as conn:
+            return [self._from_archive(r) for r in conn.execute(stmt).mappings()]
+
+
+class QueryOperations(SqlBase):
+    def _filters(self, query: JobQuery) -> list[sa.ColumnElement[bool]]:
+        require_utc(query.created_after, "created_after")
+        require_utc(query.created_before, "created_before")
+        where: list[sa.ColumnElement[bool]] = []
+        if query.statuses is not None:
+            where.append(J.c.status.in_(sorted(JobStatus(x).value for x in query.statuses)))
+        if query.target is not None:
+            where.append(J.c.target == query.target)
+        if query.tag is not None:
+            where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == query.tag))
+        if query.job_type is not None:
+            where.append(J.c.job_type == query.job_type.value)
+        if query.parent_id is not None:
+            where.append(J.c.parent_id == query.parent_id)
+        if query.batch_id is not None:
+            where.append(J.c.batch_id == query.batch_id)
+        if query.created_after is not None:
+            where.append(J.c.created_at > query.created_after)
+        if query.created_before is not None:
+            where.append(J.c.created_at < query.created_before)
+        for key, value in sorted(query.properties.items()):
+            where.append(
+                sa.exists().where(P.c.job_id == J.c.id, P.c.key == key, P.c.value == value)
+            )
+        return where
+
+    def search_jobs(self, query: JobQuery) -> list[JobEntity]:
+        if query.order is SortOrder.NEWEST_FIRST:
+            order = (J.c.created_at.desc(), J.c.id.desc())
+        else:
+            order = (J.c.created_at.asc(), J.c.id.asc())
+        stmt = (
+            sa.select(J)
+            .where(*self._filters(query))
+            .order_by(*order)
+            .limit(query.limit)
+            .offset(query.offset)
+        )
+        with self._read("search_jobs") as conn:
+            return self._select_jobs(conn, stmt)
+
+    def count_jobs(self, query: JobQuery) -> int:
+        stmt = sa.select(sa.func.count()).select_from(J).where(*self._filters(query))
+        with self._read("count_jobs") as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def find_job_ids_by_tag(self, tag: str, limit: int) -> list[UUID]:
+        stmt = sa.select(T.c.job_id).where(T.c.tag == tag).order_by(T.c.job_id).limit(limit)
+        with self._read("find_job_ids_by_tag") as conn:
+            return list(conn.execute(stmt).scalars())
+
+
+class AnalyticsOperations(SqlBase):
+    def count_jobs_by_status(self) -> dict[JobStatus, int]:
+        counts = dict.fromkeys(JobStatus, 0)
+        with self._read("count_jobs_by_status") as conn:
+            for status, n in conn.execute(
+                sa.select(J.c.status, sa.func.count()).group_by(J.c.status)
+            ):
+                counts[JobStatus(status)] = int(n)
+        return counts
+
+    def count_finished_since(self, since: datetime) -> dict[JobStatus, int]:
+        require_utc(since, "since")
+        counts = {x: 0 for x in JobStatus if x.is_terminal}
+        with self._read("count_finished_since") as conn:
+            for status, n in conn.execute(
+                sa.select(J.c.status, sa.func.count())
+                .where(J.c.status.in_(TERMINAL), J.c.finished_at >= since)
+                .group_by(J.c.status)
+            ):
+                counts[JobStatus(status)] = int(n)
+        return counts
+
+    def _percentile(
+        self,
+        operation: str,
+        percentile: float,
+        duration: sa.ColumnElement[float],
+        where: Sequence[sa.ColumnElement[bool]],
+    ) -> timedelta | None:
+        if not 0 <= percentile <= 100:
+            raise StoreDataError("percentile", f"must be between 0 and 100, got {percentile}")
+        with self._read(operation) as conn:
+            n = conn.execute(sa.select(sa.func.count()).select_from(J).where(*where)).scalar_one()
+            if not n:
+                return None
+            rank = max(1, math.ceil(percentile / 100 * n))
+            value = conn.execute(
+                sa.select(duration).where(*where).order_by(duration).offset(rank - 1).limit(1)
+            ).scalar_one()
+        return timedelta(seconds=float(value))
+
+    def execution_time_percentile(self, percentile: float, since: datetime) -> timedelta | None:
+        require_utc(since, "since")
+        return self._percentile(
+            "execution_time_percentile",
+            percentile,
+            self._d.seconds_between(J.c.started_at, J.c.finished_at),
+            [
+                J.c.status == JobStatus.SUCCEEDED.value,
+                J.c.finished_at >= since,
+                J.c.started_at.is_not(None),
+            ],
+        )
+
+    def queue_wait_percentile(self, percentile: float, since: datetime) -> timedelta | None:
+        require_utc(since, "since")
+        return self._percentile(
+            "queue_wait_percentile",
+            percentile,
+            self._d.seconds_between(J.c.scheduled_at, J.c.started_at),
+            [J.c.started_at.is_not(None), J.c.started_at >= since],
+        )
+
+
+class AuditOperations(SqlBase):
+    def save_execution(self, record: ExecutionRecord) -> None:
+        values = execution_to_row(record)
+        update = {k: v for k, v in values.items() if k != "id"}
+        with self._write("save_execution") as conn:
+            conn.execute(self._d.upsert(s.executions, values, ["id"], update))
+
+    def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
+        e = s.executions
+        with self._read("find_executions_by_job_id") as conn:
+            rows = conn.execute(
+                sa.select(e).where(e.c.job_id == job_id).order_by(e.c.attempt, e.c.started_at)
+            ).mappings()
+            return [row_to_execution(r) for r in rows]
+
+    def append_logs(self, lines: Sequence[JobLogLine]) -> None:
+        if not lines:
+            return
+        rows = [log_to_row(x) for x in lines]
+        with self._write("append_logs") as conn:
+            conn.execute(sa.insert(s.job_logs), rows)
+
+    def find_logs_by_job_id(self, job_id: UUID, limit: int = 1000) -> list[JobLogLine]:
+        lg = s.job_logs
+        with self._read("find_logs_by_job_id") as conn:
+            rows = conn.execute(
+                sa.select(lg).where(lg.c.job_id == job_id).order_by(lg.c.id).limit(limit)
+            ).mappings()
+            return [row_to_log(r) for r in rows]
+
+
+class ExtensionOperations(SqlBase):
+    def _require_job(self, conn: sa.Connection, job_id: UUID) -> None:
+        if conn.execute(sa.select(J.c.id).where(J.c.id == job_id)).first() is None:
+            raise JobNotFoundError(job_id)
+
+    def put_property(self, job_id: UUID, key: str, value: str) -> bool:
+        if not key:
+            raise StoreDataError("key", "must be a non-empty string")
+        if len(key) > s.KEY:
+            raise StoreDataError("key", f"is {len(key)} characters, the limit is {s.KEY}")
+        with self._write("put_property") as conn:
+            self._require_job(conn, job_id)
+            stmt = self._d.insert_ignore(P).values(job_id=job_id, key=key, value=value)
+            return conn.execute(stmt).rowcount == 1
+
+    def get_property(self, job_id: UUID, key: str) -> str | None:
+        with self._read("get_property") as conn:
+            value = conn.execute(
+                sa.select(P.c.value).where(P.c.job_id == job_id, P.c.key == key)
+            ).scalar_one_or_none()
+            return None if value is None else str(value)
+
+    def get_properties_by_prefix(self, job_id: UUID, prefix: str) -> dict[str, str]:
+        with self._read("get_properties_by_prefix") as conn:
+            rows = conn.execute(
+                sa.select(P.c.key, P.c.value).where(
+                    P.c.job_id == job_id, P.c.key.startswith(prefix, autoescape=True)
+                )
+            )
+            return {k: v for k, v in rows if k.startswith(prefix)}
+
+    def get_state(self, job_id: UUID, namespace: str) -> VersionedState | None:
+        with self._read("get_state") as conn:
+            row = conn.execute(
+                sa.select(ST.c.json, ST.c.version).where(
+                    ST.c.job_id == job_id, ST.c.namespace == namespace
+                )
+            ).first()
+            return VersionedState(json=row[0], version=row[1]) if row is not None else None
+
+    def _fence_ok(self, conn: sa.Connection, job_id: UUID, claim_seq: int | None) -> bool:
+        row = conn.execute(
+            sa.select(J.c.status, J.c.claim_seq).where(J.c.id == job_id).with_for_update()
+        ).first()
+        if row is None:
+            raise JobNotFoundError(job_id)
+        if claim_seq is None:
+            return True
+        return bool(row[0] == JobStatus.RUNNING.value and row[1] == claim_seq)
+
+    def init_state(
+        self, job_id: UUID, namespace: str, state: str, expected_claim_seq: int | None = None
+    ) -> StateWriteResult:
+        if not namespace or len(namespace) > s.KEY:
+            raise StoreDataError("namespace", f"must be 1 to {s.KEY} characters")
+        with self._write("init_state") as conn:
+            if not self._fence_ok(conn, job_id, expected_claim_seq):
+                return StateWriteResult.SUPERSEDED
+            stmt = self._d.insert_ignore(ST).values(
+                job_id=job_id, namespace=namespace, json=state, version=0
+            )
+            if conn.execute(stmt).rowcount == 1:
+                return StateWriteResult.UPDATED
+            return StateWriteResult.VERSION_CONFLICT
+
+    def update_state(
+        self,
+        job_id: UUID,
+        namespace: str,
+        state: str,
+        expected_version: int,
+        expected_claim_seq: int | None = None,
+    ) -> StateWriteResult:
+        with self._write("update_state") as conn:
+            if not self._fence_ok(conn, job_id, expected_claim_seq):
+                return StateWriteResult.SUPERSEDED
+            stmt = (
+                sa.update(ST)
+                .where(
+                    ST.c.job_id == job_id,
+                    ST.c.namespace == namespace,
+                    ST.c.version == expected_version,
+                )
+                .values(json=state, version=ST.c.version + 1)
+            )
+            if conn.execute(stmt).rowcount == 1:
+                return StateWriteResult.UPDATED
+            return StateWriteResult.VERSION_CONFLICT
+
+    def properties_for_jobs(self, job_ids: Sequence[UUID]) -> Mapping[UUID, dict[str, str]]:
+        found: dict[UUID, dict[str, str]] = {}
+        with self._read("properties_for_jobs") as conn:
+            for part in chunks(list(job_ids)):
+                for job_id, key, value in conn.execute(
+                    sa.select(P.c.job_id, P.c.key, P.c.value).where(P.c.job_id.in_(part))
+                ):
+                    found.setdefault(job_id, {})[key] = value
+        return found
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+__all__ = [
+    "AnalyticsOperations",
+    "ArchiveOperations",
+    "AuditOperations",
+    "BatchOperations",
+    "ExtensionOperations",
+    "LockOperations",
+    "PermitOperations",
+    "QueryOperations",
+    "RecurringOperations",
+    "SignalOperations",
+    "WorkflowOperations",
+]

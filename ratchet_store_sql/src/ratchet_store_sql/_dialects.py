@@ -1,0 +1,97 @@
+"""The few statements that differ per database: the clock, upserts, insert-or-ignore,
+durations. Everything else is portable SQLAlchemy Core."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from ratchet_store_sql._types import UtcDateTime
+
+_UTC = UtcDateTime()
+
+
+class Dialect:
+    """What the store needs to know about one backend."""
+
+    def __init__(self, name: str) -> None:
+        self.name = "mysql" if name == "mariadb" else name
+        self.is_pg = self.name == "postgresql"
+        self.is_mysql = self.name == "mysql"
+        self.is_sqlite = self.name == "sqlite"
+        self.returning = self.is_pg or (self.is_sqlite and sqlite3.sqlite_version_info >= (3, 35))
+
+    def now(self) -> sa.ColumnElement[datetime]:
+        """The database clock as naive UTC with the finest precision it has."""
+        return self.now_plus(0.0)
+
+    def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
+        """The database clock shifted by ``seconds`` (negative: in the past)."""
+        expr: sa.ColumnElement[Any]
+        if self.is_pg:
+            expr = sa.func.timezone("UTC", sa.func.statement_timestamp())
+            if seconds:
+                expr = expr + sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.literal(seconds))
+        elif self.is_mysql:
+            expr = sa.func.utc_timestamp(6)
+            if seconds:
+                expr = sa.func.timestampadd(
+                    sa.text("MICROSECOND"), round(seconds * 1_000_000), expr
+                )
+        else:
+            # SQLite has milliseconds; pad to the 6 digits of the stored format so that
+            # string comparison with stored values is exact.
+            fmt: sa.ColumnElement[str] = sa.literal_column("'%Y-%m-%d %H:%M:%f'")
+            if seconds:
+                expr = sa.func.strftime(fmt, "now", f"{seconds:+.6f} seconds")
+            else:
+                expr = sa.func.strftime(fmt, "now")
+            expr = expr.concat(sa.literal_column("'000'"))
+        return sa.type_coerce(expr, _UTC)
+
+    def seconds_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        """``end - start`` in seconds (float)."""
+        expr: sa.ColumnElement[Any]
+        if self.is_pg:
+            expr = sa.func.extract("epoch", end - start)
+        elif self.is_mysql:
+            expr = sa.func.timestampdiff(sa.text("MICROSECOND"), start, end) / 1_000_000.0
+        else:
+            expr = (sa.func.julianday(end) - sa.func.julianday(start)) * 86400.0
+        return sa.type_coerce(expr, sa.Float())
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        """INSERT that silently skips rows colliding with a primary or unique key."""
+        if self.is_pg:
+            return postgresql.insert(table).on_conflict_do_nothing()
+        if self.is_sqlite:
+            return sqlite_dialect.insert(table).on_conflict_do_nothing()
+        return mysql.insert(table).prefix_with("IGNORE")
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        """INSERT ``values``; on a key collision apply ``update`` instead."""
+        if self.is_pg:
+            pg = postgresql.insert(table).values(**values)
+            return pg.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
+        if self.is_sqlite:
+            lite = sqlite_dialect.insert(table).values(**values)
+            return lite.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
+        my = mysql.insert(table).values(**values)
+        return my.on_duplicate_key_update(**update)
+
+
+__all__ = ["Dialect"]

@@ -1,0 +1,63 @@
+"""Translation of driver errors into Ratchet's store errors (at the store boundary)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from ratchet_api.errors import StoreDataError, StoreError, TransientStoreError
+
+# PostgreSQL SQLSTATEs worth retrying: serialization failure, deadlock, lock not available,
+# admin shutdown / crash / cannot connect now, and the whole connection-exception class 08.
+_PG_TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03"}
+_PG_CONFLICT = {"40001", "40P01", "55P03"}
+# MySQL/MariaDB: deadlock, lock wait timeout, and lost/killed connections.
+_MY_CONFLICT = {1213, 1205}
+_MY_TRANSIENT = _MY_CONFLICT | {2003, 2006, 2013, 2055, 1927, 1053, 1040}
+_MISSING_TABLE = ("no such table", "undefinedtable", "doesn't exist", "does not exist")
+
+
+class ConflictError(TransientStoreError):
+    """A deadlock, serialization failure or lock timeout: the transaction rolled back and can
+    safely be retried (the claim does so)."""
+
+
+def _code(exc: sa.exc.DBAPIError) -> object:
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate:
+        return sqlstate
+    args = getattr(orig, "args", ())
+    return args[0] if args else None
+
+
+def translate(exc: sa.exc.SQLAlchemyError, operation: str) -> StoreError:
+    """The Ratchet error for a SQLAlchemy/driver error raised during ``operation``."""
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+    if isinstance(exc, sa.exc.DBAPIError):
+        code = _code(exc)
+        if exc.connection_invalidated:
+            return TransientStoreError(f"{operation}: database connection lost ({detail})")
+        if code in _PG_CONFLICT or code in _MY_CONFLICT:
+            return ConflictError(f"{operation}: transaction conflict, retry ({detail})")
+        if (
+            code in _PG_TRANSIENT
+            or code in _MY_TRANSIENT
+            or (isinstance(code, str) and code.startswith("08"))
+        ):
+            return TransientStoreError(f"{operation}: database unavailable ({detail})")
+        lowered = detail.lower()
+        if any(marker in lowered for marker in _MISSING_TABLE) and "ratchet_" in lowered:
+            return StoreError(
+                f"{operation}: the Ratchet schema is missing or outdated ({detail}); "
+                "run `ratchet db upgrade` or ratchet_store_sql.migrate(url)"
+            )
+        if "database is locked" in lowered or "database is busy" in lowered:
+            return ConflictError(f"{operation}: SQLite database is locked, retry ({detail})")
+        if isinstance(exc, sa.exc.DataError):
+            return StoreDataError("value", f"{operation}: refused by the database ({detail})")
+        if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+            return TransientStoreError(f"{operation}: {detail}")
+    return StoreError(f"{operation}: {type(exc).__name__}: {detail}")
+
+
+__all__ = ["ConflictError", "translate"]

@@ -1,0 +1,634 @@
+"""The mandatory store sub-protocols: crud, claim, terminal, retry, pause, batch status, bulk,
+nodes and tags."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import attrs
+import sqlalchemy as sa
+
+from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
+from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
+from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity, NodeEntity
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._base import SqlBase, chunks
+from ratchet_store_sql._convert import job_to_row, node_to_row, require_utc, row_to_job, row_to_node
+from ratchet_store_sql._errors import ConflictError
+
+J = s.jobs
+T = s.job_tags
+PENDING = JobStatus.PENDING.value
+RUNNING = JobStatus.RUNNING.value
+TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
+CLAIM_RETRIES = 3
+
+
+def _check_tags(tags: Sequence[str], job_id: UUID | None = None) -> None:
+    for tag in tags:
+        if not isinstance(tag, str) or not tag:
+            raise StoreDataError("tags", f"every tag must be a non-empty string, got {tag!r}")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise StoreDataError(
+                "tags",
+                f"tag {tag[:20]!r}... is {len(tag)} characters, the limit is {MAX_TAG_LENGTH}",
+                job_id=job_id,
+            )
+
+
+def _seconds(value: timedelta, field: str) -> float:
+    if not isinstance(value, timedelta):
+        raise StoreDataError(field, f"expected a timedelta, got {type(value).__name__}")
+    return value.total_seconds()
+
+
+class JobOperations(SqlBase):
+    """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
+
+    # ------------------------------------------------------------------ crud
+
+    def insert_job(self, job: JobEntity) -> JobEntity:
+        row = job_to_row(job)
+        _check_tags(job.tags, job.id)
+        with self._write("insert_job") as conn:
+            if job.idempotency_key is not None:
+                existing = self._find_one(conn, J.c.idempotency_key == job.idempotency_key)
+                if existing is not None:
+                    return existing
+            try:
+                conn.execute(sa.insert(J), [row])
+            except sa.exc.IntegrityError as exc:
+                raise self._duplicate(conn, job, exc) from exc
+            if job.tags:
+                conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
+        return attrs.evolve(job, tags=(*sorted(set(job.tags)),))  # type: ignore[arg-type]
+
+    def _duplicate(
+        self, conn: sa.Connection, job: JobEntity, exc: sa.exc.IntegrityError
+    ) -> Exception:
+        text = str(exc.orig).lower()
+        if job.idempotency_key is not None and "idempotency" in text:
+            return DuplicateJobError(
+                f"a job with idempotency key {job.idempotency_key!r} was inserted concurrently"
+            )
+        return DuplicateJobError(f"job {job.id} already exists")
+
+    def _find_one(self, conn: sa.Connection, where: sa.ColumnElement[bool]) -> JobEntity | None:
+        found = self._select_jobs(conn, sa.select(J).where(where))
+        return found[0] if found else None
+
+    def find_by_id(self, job_id: UUID) -> JobEntity | None:
+        with self._read("find_by_id") as conn:
+            return self._find_one(conn, J.c.id == job_id)
+
+    def find_by_idempotency_key(self, key: str) -> JobEntity | None:
+        with self._read("find_by_idempotency_key") as conn:
+            return self._find_one(conn, J.c.idempotency_key == key)
+
+    def update_job(self, job: JobEntity) -> JobEntity:
+        row = job_to_row(job)
+        _check_tags(job.tags, job.id)
+        del row["id"]
+        row["updated_at"] = self._d.now()
+        with self._write("update_job") as conn:
+            if conn.execute(sa.update(J).where(J.c.id == job.id).values(**row)).rowcount == 0:
+                raise JobNotFoundError(job.id)
+            conn.execute(sa.delete(T).where(T.c.job_id == job.id))
+            if job.tags:
+                conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
+            stored = self._find_one(conn, J.c.id == job.id)
+        assert stored is not None
+        return stored
+
+    def delete_job(self, job_id: UUID) -> bool:
+        with self._write("delete_job") as conn:
+            for table in (T, s.job_properties, s.job_state):
+                conn.execute(sa.delete(table).where(table.c.job_id == job_id))
+            conn.execute(sa.delete(s.executions).where(s.executions.c.job_id == job_id))
+            conn.execute(sa.delete(s.job_logs).where(s.job_logs.c.job_id == job_id))
+            return bool(conn.execute(sa.delete(J).where(J.c.id == job_id)).rowcount)
+
+    # ------------------------------------------------------------------ claim
+
+    def claim_next_batch(
+        self,
+        node_id: str,
+        limit: int,
+        *,
+        execution_targets: Sequence[str] | None = None,
+        tag_filter: NodeTagFilter | None = None,
+    ) -> list[JobEntity]:
+        if limit <= 0:
+            return []
+        for attempt in range(CLAIM_RETRIES):
+            try:
+                with self._write("claim_next_batch") as conn:
+                    claimed = self._claim(conn, node_id, limit, execution_targets, tag_filter)
+                break
+            except ConflictError:
+                # A deadlock or serialization failure rolled the claim back entirely, so it
+                # is safe to try again; inside a caller's transaction it is not.
+                if self._bound is not None or attempt == CLAIM_RETRIES - 1:
+                    raise
+                time.sleep(0.005 * (2**attempt))
+        claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
+        return claimed
+
+    def _claim(
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+    ) -> list[JobEntity]:
+        d = self._d
+        now = d.now()
+        where: list[sa.ColumnElement[bool]] = [J.c.status == PENDING, J.c.scheduled_at <= now]
+        if execution_targets is not None:
+            where.append(
+                sa.or_(
+                    J.c.execution_target.is_(None),
+                    J.c.execution_target.in_(list(execution_targets)),
+                )
+            )
+        if tag_filter is not None and not tag_filter.is_empty:
+            for tag in sorted(tag_filter.required):
+                where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == tag))
+            if tag_filter.excluded:
+                excluded = sorted(tag_filter.excluded)
+                where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
+        pick = (
+            sa.select(J.c.id)
+            .where(*where)
+            .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
+            .limit(limit)
+        )
+        changes: dict[str, Any] = {
+            "status": RUNNING,
+            "owner": node_id,
+            "attempt": J.c.attempt + 1,
+            "claim_seq": J.c.claim_seq + 1,
+        }
+        if d.returning:
+            if d.is_pg:
+                picked = pick.with_for_update(skip_locked=True).cte("picked")
+                target = J.c.id.in_(sa.select(picked.c.id))
+            else:  # SQLite: BEGIN IMMEDIATE already holds the write lock
+                target = J.c.id.in_(pick.scalar_subquery())
+            stmt = (
+                sa.update(J)
+                .where(target)
+                .values(started_at=now, heartbeat_at=now, updated_at=now, **changes)
+                .returning(*J.c)
+            )
+            rows: list[Any] = list(conn.execute(stmt).mappings())
+        else:
+            # MariaDB/MySQL: no UPDATE ... RETURNING. Lock the picked rows (skipping rows other
+            # claimers hold), update them by id, and build the result from the locked rows.
+            skip = self._skip_locked(conn)
+            locked = list(
+                conn.execute(
+                    sa.select(J, now.label("_now"))
+                    .where(J.c.id.in_(sa.select(pick.subquery().c.id)))
+                    .with_for_update(skip_locked=skip)
+                ).mappings()
+            )
+            if not locked:
+                return []
+            stamp = locked[0]["_now"]
+            ids = [r["id"] for r in locked]
+            conn.execute(
+                sa.update(J)
+                .where(J.c.id.in_(ids))
+                .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **changes)
+            )
+            rows = []
+            for r in locked:
+                row = dict(r)
+                row.update(
+                    status=RUNNING,
+                    owner=node_id,
+                    attempt=r["attempt"] + 1,
+                    claim_seq=r["claim_seq"] + 1,
+                    started_at=stamp,
+                    heartbeat_at=stamp,
+                    updated_at=stamp,
+                )
+                rows.append(row)
+        if not rows:
+            return []
+        if self._load_tags_on_claim:
+            tags = self._tags_for(conn, [r["id"] for r in rows])
+            return [row_to_job(r, tags.get(r["id"], ())) for r in rows]
+        return [row_to_job(r) for r in rows]
+
+    def _skip_locked(self, conn: sa.Connection) -> bool:
+        version = conn.dialect.server_version_info or ()
+        if getattr(conn.dialect, "is_mariadb", False):
+            return tuple(version[:2]) >= (10, 6)
+        return tuple(version[:1]) >= (8,)
+
+    # ------------------------------------------------------------------ fenced writes
+
+    def _fenced(self, operation: str, job_id: UUID, claim_seq: int, values: dict[str, Any]) -> bool:
+        values.setdefault("updated_at", self._d.now())
+        with self._write(operation) as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING)
+                .values(**values)
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
+        now = self._d.now()
+        return self._fenced(
+            "mark_succeeded",
+            job_id,
+            claim_seq,
+            {
+                "status": JobStatus.SUCCEEDED.value,
+                "result": result,
+                "finished_at": now,
+                "owner": None,
+            },
+        )
+
+    def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
+        if not completions:
+            return set()
+        latest: dict[UUID, Completion] = {c.job_id: c for c in completions}
+        applied: set[UUID] = set()
+        now = self._d.now()
+        with self._write("mark_succeeded_many") as conn:
+            for part in chunks(list(latest.values())):
+                applied |= self._succeed_chunk(conn, part, now)
+        return applied
+
+    def _succeed_chunk(
+        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        ids = [c.job_id for c in part]
+        fence = sa.and_(
+            J.c.id.in_(ids),
+            sa.tuple_(J.c.id, J.c.claim_seq).in_([(c.job_id, c.claim_seq) for c in part]),
+            J.c.status == RUNNING,
+        )
+        results = {c.result for c in part}
+        result: Any
+        if len(results) == 1:
+            result = next(iter(results))
+        else:
+            result = sa.case({c.job_id: c.result for c in part}, value=J.c.id)
+        values = {
+            "status": JobStatus.SUCCEEDED.value,
+            "result": result,
+            "finished_at": now,
+            "updated_at": now,
+            "owner": None,
+        }
+        if self._d.returning:
+            stmt = sa.update(J).where(fence).values(**values).returning(J.c.id)
+            return set(conn.execute(stmt).scalars())
+        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
+        if locked:
+            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(**values))
+        return locked
+
+    def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
+        return self._fenced(
+            "mark_failed_terminal",
+            job_id,
+            claim_seq,
+            {
+                "status": JobStatus.FAILED.value,
+                "last_error": error,
+                "finished_at": self._d.now(),
+                "owner": None,
+            },
+        )
+
+    def cancel_job(self, job_id: UUID) -> bool:
+        now = self._d.now()
+        with self._write("cancel_job") as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.id == job_id, J.c.status.not_in(TERMINAL))
+                .values(
+                    status=JobStatus.CANCELLED.value,
+                    finished_at=now,
+                    updated_at=now,
+                    owner=None,
+                )
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    # ------------------------------------------------------------------ retry
+
+    def schedule_retry(self, job_id: UUID, claim_seq: int, run_at: datetime, error: str) -> bool:
+        require_utc(run_at, "run_at")
+        return self._fenced(
+            "schedule_retry",
+            job_id,
+            claim_seq,
+            {"status": PENDING, "scheduled_at": run_at, "last_error": error, "owner": None},
+        )
+
+    def retry_dead_letter(self, job_id: UUID, run_at: datetime | None = None) -> bool:
+        require_utc(run_at, "run_at")
+        now = self._d.now()
+        with self._write("retry_dead_letter") as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.id == job_id, J.c.status == JobStatus.FAILED.value)
+                .values(
+                    status=PENDING,
+                    scheduled_at=run_at if run_at is not None else now,
+                    attempt=0,
+                    finished_at=None,
+                    owner=None,
+                    updated_at=now,
+                )
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    # ------------------------------------------------------------------ pause
+
+    def _swap(self, operation: str, job_id: UUID, old: str, new: str, **extra: Any) -> bool:
+        with self._write(operation) as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.id == job_id, J.c.status == old)
+                .values(status=new, updated_at=self._d.now(), **extra)
+            )
+            return conn.execute(stmt).rowcount == 1
+
+    def pause_job(self, job_id: UUID) -> bool:
+        return self._swap("pause_job", job_id, PENDING, JobStatus.PAUSED.value)
+
+    def resume_job(self, job_id: UUID) -> bool:
+        return self._swap("resume_job", job_id, JobStatus.PAUSED.value, PENDING)
+
+    # ------------------------------------------------------------------ batch status
+
+    def compare_and_swap_status(self, job_id: UUID, expected: JobStatus, new: JobStatus) -> bool:
+        expected_s = JobStatus(expected).value
+        new_s = JobStatus(new).value
+        extra: dict[str, Any] = {}
+        if JobStatus(new).is_terminal:
+            extra["finished_at"] = self._d.now()
+        if JobStatus(new) is not JobStatus.RUNNING:
+            extra["owner"] = None
+        return self._swap("compare_and_swap_status", job_id, expected_s, new_s, **extra)
+
+    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+        return self._fenced(
+            "release_claim",
+            job_id,
+            claim_seq,
+            {
+                "status": PENDING,
+                "attempt": sa.case((J.c.attempt > 0, J.c.attempt - 1), else_=0),
+                "owner": None,
+                "started_at": None,
+                "heartbeat_at": None,
+            },
+        )
+
+    def reset_running_jobs(self, node_id: str) -> int:
+        with self._write("reset_running_jobs") as conn:
+            stmt = (
+                sa.update(J)
+                .where(J.c.owner == node_id, J.c.status == RUNNING)
+                .values(status=PENDING, owner=None, updated_at=self._d.now())
+            )
+            return int(conn.execute(stmt).rowcount)
+
+    def find_children(self, parent_id: UUID) -> list[JobEntity]:
+        with self._read("find_children") as conn:
+            return self._select_jobs(
+                conn,
+                sa.select(J).where(J.c.parent_id == parent_id).order_by(J.c.created_at, J.c.id),
+            )
+
+    def release_waiting_children(self, parent_id: UUID, child_ids: Sequence[UUID]) -> int:
+        if not child_ids:
+            return 0
+        now = self._d.now()
+        count = 0
+        with self._write("release_waiting_children") as conn:
+            for part in chunks(list(child_ids)):
+                stmt = (
+                    sa.update(J)
+                    .where(
+                        J.c.parent_id == parent_id,
+                        J.c.id.in_(part),
+                        J.c.status == JobStatus.WAITING.value,
+                    )
+                    .values(status=PENDING, scheduled_at=now, updated_at=now)
+                )
+                count += conn.execute(stmt).rowcount
+        return count
+
+    def find_orphaned_children(self, limit: int) -> list[JobEntity]:
+        parent = J.alias("parent")
+        stmt = (
+            sa.select(J)
+            .outerjoin(parent, parent.c.id == J.c.parent_id)
+            .where(
+                J.c.status == JobStatus.WAITING.value,
+                J.c.parent_id.is_not(None),
+                sa.or_(parent.c.id.is_(None), parent.c.status.in_(TERMINAL)),
+            )
+            .order_by(J.c.created_at, J.c.id)
+            .limit(limit)
+        )
+        with self._read("find_orphaned_children") as conn:
+            return self._select_jobs(conn, stmt)
+
+    # ------------------------------------------------------------------ bulk
+
+    def bulk_insert(self, jobs: Sequence[JobEntity]) -> int:
+        if not jobs:
+            return 0
+        rows: list[dict[str, Any]] = []
+        tag_rows: list[dict[str, Any]] = []
+        keyed: dict[str, JobEntity] = {}
+        for job in jobs:
+            _check_tags(job.tags, job.id)
+            row = job_to_row(job)
+            if job.idempotency_key is not None:
+                if job.idempotency_key in keyed:
+                    continue  # a later duplicate of a key in the same batch: skipped
+                keyed[job.idempotency_key] = job
+            rows.append(row)
+        with self._write("bulk_insert") as conn:
+            if keyed:
+                existing: set[str] = set()
+                for part in chunks(list(keyed)):
+                    existing.update(
+                        conn.execute(
+                            sa.select(J.c.idempotency_key).where(J.c.idempotency_key.in_(part))
+                        ).scalars()
+                    )
+                if existing:
+                    rows = [r for r in rows if r["idempotency_key"] not in existing]
+            kept = {r["id"] for r in rows}
+            for job in jobs:
+                if job.id in kept:
+                    tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
+            if not rows:
+                return 0
+            try:
+                for part in chunks(rows, 1000):
+                    conn.execute(sa.insert(J), list(part))
+            except sa.exc.IntegrityError as exc:
+                raise DuplicateJobError(
+                    f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
+                ) from exc
+            for part in chunks(tag_rows, 2000):
+                conn.execute(sa.insert(T), list(part))
+        return len(rows)
+
+    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+        if not node_ids:
+            return 0
+        now = self._d.now()
+        count = 0
+        with self._write("reset_orphan_jobs") as conn:
+            for part in chunks(list(node_ids)):
+                stmt = (
+                    sa.update(J)
+                    .where(J.c.owner.in_(part), J.c.status == RUNNING)
+                    .values(status=PENDING, owner=None, scheduled_at=now, updated_at=now)
+                )
+                count += conn.execute(stmt).rowcount
+        return count
+
+    def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:
+        require_utc(heartbeat_before, "heartbeat_before")
+        stmt = (
+            sa.select(J)
+            .where(J.c.status == RUNNING, J.c.heartbeat_at < heartbeat_before)
+            .order_by(J.c.heartbeat_at, J.c.id)
+            .limit(limit)
+        )
+        with self._read("find_stale_running_jobs") as conn:
+            return self._select_jobs(conn, stmt)
+
+    def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
+        if not job_ids:
+            return 0
+        count = 0
+        with self._write("touch_running_jobs") as conn:
+            for part in chunks(list(job_ids)):
+                stmt = (
+                    sa.update(J)
+                    .where(J.c.owner == node_id, J.c.status == RUNNING, J.c.id.in_(part))
+                    .values(heartbeat_at=self._d.now())
+                )
+                count += conn.execute(stmt).rowcount
+        return count
+
+    def delete_dead_letter_older_than(self, cutoff: datetime, limit: int) -> int:
+        require_utc(cutoff, "cutoff")
+        if limit <= 0:
+            return 0
+        with self._write("delete_dead_letter_older_than") as conn:
+            ids = list(
+                conn.execute(
+                    sa.select(J.c.id)
+                    .where(J.c.status == JobStatus.FAILED.value, J.c.finished_at < cutoff)
+                    .order_by(J.c.finished_at)
+                    .limit(limit)
+                ).scalars()
+            )
+            count = 0
+            for part in chunks(ids):
+                for table in (T, s.job_properties, s.job_state, s.executions, s.job_logs):
+                    conn.execute(sa.delete(table).where(table.c.job_id.in_(part)))
+                count += conn.execute(
+                    sa.delete(J).where(J.c.id.in_(part), J.c.status == JobStatus.FAILED.value)
+                ).rowcount
+            return count
+
+    # ------------------------------------------------------------------ nodes
+
+    def server_now(self) -> datetime:
+        with self._read("server_now") as conn:
+            value = conn.execute(sa.select(self._d.now())).scalar_one()
+        assert isinstance(value, datetime)
+        return value
+
+    def upsert_heartbeat(self, node: NodeEntity) -> None:
+        values = node_to_row(node)
+        now = self._d.now()
+        values["last_heartbeat"] = now
+        update = {k: v for k, v in values.items() if k not in ("node_id", "started_at")}
+        with self._independent("upsert_heartbeat") as conn:
+            conn.execute(self._d.upsert(s.nodes, values, ["node_id"], update))
+
+    def find_inactive_nodes(self, timeout: timedelta) -> list[NodeEntity]:
+        cutoff = self._d.now_plus(-_seconds(timeout, "timeout"))
+        with self._read("find_inactive_nodes") as conn:
+            rows = conn.execute(
+                sa.select(s.nodes)
+                .where(s.nodes.c.last_heartbeat < cutoff)
+                .order_by(s.nodes.c.node_id)
+            ).mappings()
+            return [row_to_node(r) for r in rows]
+
+    def find_all_nodes(self) -> list[NodeEntity]:
+        with self._read("find_all_nodes") as conn:
+            rows = conn.execute(sa.select(s.nodes).order_by(s.nodes.c.node_id)).mappings()
+            return [row_to_node(r) for r in rows]
+
+    def delete_inactive_nodes(self, timeout: timedelta) -> int:
+        cutoff = self._d.now_plus(-_seconds(timeout, "timeout"))
+        with self._independent("delete_inactive_nodes") as conn:
+            return int(
+                conn.execute(sa.delete(s.nodes).where(s.nodes.c.last_heartbeat < cutoff)).rowcount
+            )
+
+    def delete_nodes_by_ids(self, node_ids: Sequence[str]) -> int:
+        if not node_ids:
+            return 0
+        count = 0
+        with self._independent("delete_nodes_by_ids") as conn:
+            for part in chunks(list(node_ids)):
+                count += conn.execute(
+                    sa.delete(s.nodes).where(s.nodes.c.node_id.in_(part))
+                ).rowcount
+        return count
+
+    # ------------------------------------------------------------------ tags
+
+    def insert_tags(self, job_id: UUID, tags: Sequence[str]) -> None:
+        _check_tags(tags, job_id)
+        if not tags:
+            with self._read("insert_tags") as conn:
+                if conn.execute(sa.select(J.c.id).where(J.c.id == job_id)).first() is None:
+                    raise JobNotFoundError(job_id)
+            return
+        with self._write("insert_tags") as conn:
+            if conn.execute(sa.select(J.c.id).where(J.c.id == job_id)).first() is None:
+                raise JobNotFoundError(job_id)
+            conn.execute(
+                self._d.insert_ignore(T), [{"job_id": job_id, "tag": t} for t in sorted(set(tags))]
+            )
+
+    def delete_tags_by_job_id(self, job_id: UUID) -> int:
+        with self._write("delete_tags_by_job_id") as conn:
+            return int(conn.execute(sa.delete(T).where(T.c.job_id == job_id)).rowcount)
+
+    def find_tags(self, job_id: UUID) -> list[str]:
+        with self._read("find_tags") as conn:
+            return sorted(conn.execute(sa.select(T.c.tag).where(T.c.job_id == job_id)).scalars())
+
+
+__all__ = ["JobOperations"]
