@@ -496,7 +496,9 @@ class AlternativeRegistry:
             for target, alt in plan:
                 overriding = alt.provider
                 if provided_target(alt.provider) is None:
-                    overriding = providers.Callable(_checked, alt.provider, alt.spi, alt.name)
+                    overriding = providers.Callable(
+                        _checked, alt.provider.provider, alt.spi, alt.name
+                    )
                 target.override(overriding)
                 self._applied.append(target)
             if self._hooks:
@@ -505,7 +507,7 @@ class AlternativeRegistry:
                 hook_providers = [
                     a.provider
                     if provided_target(a.provider) is not None
-                    else providers.Callable(_checked, a.provider, a.spi, a.name)
+                    else providers.Callable(_checked, a.provider.provider, a.spi, a.name)
                     for a in self._hooks
                 ]
                 hooks_provider.set_args(*self._hook_args_before, *hook_providers)

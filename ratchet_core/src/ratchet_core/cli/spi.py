@@ -38,7 +38,10 @@ def spi_command(as_json: bool) -> None:
             row.scope,
             style=style,
         )
-    Console(width=max(Console().width, 160)).print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
 
 
 def register(group: click.Group) -> None:
