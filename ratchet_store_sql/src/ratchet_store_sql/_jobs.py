@@ -194,7 +194,9 @@ class JobOperations(SqlBase):
             locked = list(
                 conn.execute(
                     sa.select(J, now.label("_now"))
-                    .where(J.c.id.in_(sa.select(pick.subquery().c.id)))
+                    .where(*where)
+                    .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
+                    .limit(limit)
                     .with_for_update(skip_locked=skip)
                 ).mappings()
             )
@@ -204,7 +206,7 @@ class JobOperations(SqlBase):
             ids = [r["id"] for r in locked]
             conn.execute(
                 sa.update(J)
-                .where(J.c.id.in_(ids))
+                .where(J.c.id.in_(ids), J.c.status == PENDING)
                 .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **changes)
             )
             rows = []

@@ -1,0 +1,46 @@
+"""Certifies ``SqlJobStore`` with the whole Ratchet TCK on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ratchet_api.store import JobStore
+from ratchet_store_sql import SqlJobStore
+from ratchet_tck import BaseStoreFixture, StoreFixture, contract_test_classes
+from tests.conftest import SQL_BACKENDS
+from tests.store_sql.conftest import empty_tables, open_store, sql_backend_url
+
+
+class SqlStoreFixture(BaseStoreFixture):
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._store = SqlJobStore(url)
+
+    def store(self) -> JobStore:
+        return self._store
+
+    def cleanup_store(self) -> None:
+        empty_tables(self._store.engine)
+
+    def store_factory(self) -> Callable[[], JobStore] | None:
+        return functools.partial(open_store, self.url)
+
+    def close(self) -> None:
+        self._store.close()
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def tck_fixture(request: pytest.FixtureRequest) -> Iterator[StoreFixture]:
+    fixture = SqlStoreFixture(sql_backend_url(request, request.param))
+    fixture.cleanup_store()
+    try:
+        yield fixture
+    finally:
+        fixture.cleanup_store()
+        fixture.close()
+
+
+globals().update(contract_test_classes())
