@@ -5,35 +5,28 @@ from __future__ import annotations
 from ratchet_tck import contracts as _c
 from ratchet_tck.contracts.base import StoreContract
 
-ALL_CONTRACTS: tuple[type[StoreContract], ...] = tuple(
-    cls
-    for cls in (
-        getattr(_c, name, None)
-        for name in (
-            "JobCrudStoreContract",
-            "JobClaimStoreContract",
-            "JobTerminalStoreContract",
-            "JobRetryStoreContract",
-            "JobPauseStoreContract",
-            "JobBatchStatusStoreContract",
-            "JobBulkStoreContract",
-            "NodeStoreContract",
-            "TagStoreContract",
-            "DualWriteInvariantContract",
-            "RecurringJobStoreContract",
-            "BatchStoreContract",
-            "WorkflowConditionStoreContract",
-            "SignalStoreContract",
-            "ResourcePermitStoreContract",
-            "LockStoreContract",
-            "ArchiveStoreContract",
-            "JobQueryStoreContract",
-            "JobAnalyticsStoreContract",
-            "JobAuditStoreContract",
-            "JobExtensionStoreContract",
-        )
-    )
-    if isinstance(cls, type) and issubclass(cls, StoreContract)
+ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
+    _c.JobCrudStoreContract,
+    _c.JobClaimStoreContract,
+    _c.JobTerminalStoreContract,
+    _c.JobRetryStoreContract,
+    _c.JobPauseStoreContract,
+    _c.JobBatchStatusStoreContract,
+    _c.JobBulkStoreContract,
+    _c.NodeStoreContract,
+    _c.TagStoreContract,
+    _c.DualWriteInvariantContract,
+    _c.RecurringJobStoreContract,
+    _c.BatchStoreContract,
+    _c.WorkflowConditionStoreContract,
+    _c.SignalStoreContract,
+    _c.ResourcePermitStoreContract,
+    _c.LockStoreContract,
+    _c.ArchiveStoreContract,
+    _c.JobQueryStoreContract,
+    _c.JobAnalyticsStoreContract,
+    _c.JobAuditStoreContract,
+    _c.JobExtensionStoreContract,
 )
 """Every contract: the required (core) ones first, then one per optional capability."""
 

@@ -3,8 +3,23 @@
 from ratchet_tck.contracts.base import StoreContract
 from ratchet_tck.contracts.bulk import JobBulkStoreContract
 from ratchet_tck.contracts.claim import JobClaimStoreContract
+from ratchet_tck.contracts.coordination import LockStoreContract, ResourcePermitStoreContract
 from ratchet_tck.contracts.crud import JobCrudStoreContract
+from ratchet_tck.contracts.dual_write import DualWriteInvariantContract
+from ratchet_tck.contracts.extension import JobExtensionStoreContract
+from ratchet_tck.contracts.history import (
+    ArchiveStoreContract,
+    JobAnalyticsStoreContract,
+    JobAuditStoreContract,
+    JobQueryStoreContract,
+)
 from ratchet_tck.contracts.nodes_tags import NodeStoreContract, TagStoreContract
+from ratchet_tck.contracts.scheduling import (
+    BatchStoreContract,
+    RecurringJobStoreContract,
+    SignalStoreContract,
+    WorkflowConditionStoreContract,
+)
 from ratchet_tck.contracts.transitions import (
     JobBatchStatusStoreContract,
     JobPauseStoreContract,
@@ -13,14 +28,26 @@ from ratchet_tck.contracts.transitions import (
 )
 
 __all__ = [
+    "ArchiveStoreContract",
+    "BatchStoreContract",
+    "DualWriteInvariantContract",
+    "JobAnalyticsStoreContract",
+    "JobAuditStoreContract",
     "JobBatchStatusStoreContract",
     "JobBulkStoreContract",
     "JobClaimStoreContract",
     "JobCrudStoreContract",
+    "JobExtensionStoreContract",
     "JobPauseStoreContract",
+    "JobQueryStoreContract",
     "JobRetryStoreContract",
     "JobTerminalStoreContract",
+    "LockStoreContract",
     "NodeStoreContract",
+    "RecurringJobStoreContract",
+    "ResourcePermitStoreContract",
+    "SignalStoreContract",
     "StoreContract",
     "TagStoreContract",
+    "WorkflowConditionStoreContract",
 ]

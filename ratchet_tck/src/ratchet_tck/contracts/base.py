@@ -53,6 +53,14 @@ class StoreContract:
         return found
 
     @staticmethod
+    def need(fixture: StoreFixture, kind: type[C]) -> C:
+        """The store as ``kind``, or skip this test as N/A when it is not advertised."""
+        found = fixture.store().capability(kind)
+        if found is None:
+            pytest.skip(f"N/A: store does not advertise {kind.__name__}")
+        return found
+
+    @staticmethod
     def insert(fixture: StoreFixture, **overrides: Any) -> JobEntity:
         """Insert a new pending job and return the stored entity."""
         return fixture.store().insert_job(fixture.new_pending_job(**overrides))

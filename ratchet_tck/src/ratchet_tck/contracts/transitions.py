@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_tck.contracts.base_race import race
 from ratchet_tck.contracts.base import (
     StoreContract,
     assert_same_instant,
@@ -20,28 +20,6 @@ from ratchet_tck.fixture import StoreFixture
 def _running(contract: StoreContract, fixture: StoreFixture, node: str = "tck-node") -> JobEntity:
     contract.insert(fixture)
     return contract.claim_one(fixture.store(), node)
-
-
-def _race(callers: int, action: object) -> list[object]:
-    """Run ``action()`` from ``callers`` threads released together; return every result."""
-    assert callable(action)
-    barrier = threading.Barrier(callers)
-    results: list[object] = []
-    lock = threading.Lock()
-
-    def run() -> None:
-        barrier.wait(timeout=30)
-        value = action()
-        with lock:
-            results.append(value)
-
-    threads = [threading.Thread(target=run) for _ in range(callers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert len(results) == callers, "a racing caller raised or hung"
-    return results
 
 
 class JobTerminalStoreContract(StoreContract):
@@ -286,7 +264,7 @@ class JobPauseStoreContract(StoreContract):
         store = tck_fixture.store()
         job = self.insert(tck_fixture)
         assert store.pause_job(job.id)
-        results = _race(8, lambda: store.resume_job(job.id))
+        results = race(8, lambda _: store.resume_job(job.id))
         assert results.count(True) == 1, f"{results.count(True)} resumes won"
         assert self.reload(store, job).status is JobStatus.PENDING
 
@@ -308,8 +286,8 @@ class JobBatchStatusStoreContract(StoreContract):
     def test_concurrent_status_swaps_have_one_winner(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         job = self.insert(tck_fixture, status=JobStatus.WAITING)
-        results = _race(
-            8, lambda: store.compare_and_swap_status(job.id, JobStatus.WAITING, JobStatus.PENDING)
+        results = race(
+            8, lambda _: store.compare_and_swap_status(job.id, JobStatus.WAITING, JobStatus.PENDING)
         )
         assert results.count(True) == 1
 

@@ -1,0 +1,324 @@
+"""Capability contracts of scheduling: recurring definitions, batches, workflow conditions,
+signals."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from ratchet_api.errors import InvalidStateTransitionError
+from ratchet_api.ids import uuid7
+from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import (
+    BatchEntity,
+    BatchStatus,
+    ConditionKind,
+    RecurringJobEntity,
+    WorkflowConditionEntity,
+)
+from ratchet_api.store.protocols import (
+    BatchStore,
+    RecurringJobStore,
+    SignalStore,
+    WorkflowConditionStore,
+)
+from ratchet_tck.contracts.base import StoreContract, assert_same_instant, wait_until
+from ratchet_tck.contracts.base_race import race
+from ratchet_tck.fixture import StoreFixture, now_ms
+
+
+def _recurring(name: str, fire_in: timedelta, enabled: bool = True) -> RecurringJobEntity:
+    return RecurringJobEntity(
+        name=name,
+        cron="*/5 * * * *",
+        timezone="Europe/Paris",
+        target="ratchet_tck.sample:noop",
+        next_fire_at=now_ms() + fire_in,
+        enabled=enabled,
+        created_at=now_ms(),
+    )
+
+
+class RecurringJobStoreContract(StoreContract):
+    """Definitions by name; due ones earliest first; one caller wins each fire time."""
+
+    capability = RecurringJobStore
+    summary = "save/replace/list/delete, due order, fire-time CAS and its race"
+
+    def test_save_find_replace_delete(self, tck_fixture: StoreFixture) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        saved = _recurring("tck-report", timedelta(minutes=5))
+        rec.save_recurring(saved)
+        found = rec.find_recurring("tck-report")
+        assert found is not None
+        assert (found.cron, found.timezone, found.target) == (
+            saved.cron, saved.timezone, saved.target
+        )
+        assert_same_instant(found.next_fire_at, saved.next_fire_at, "next_fire_at")
+        rec.save_recurring(_recurring("tck-report", timedelta(minutes=5), enabled=False))
+        replaced = rec.find_recurring("tck-report")
+        assert replaced is not None and replaced.enabled is False
+        assert [r.name for r in rec.list_recurring()] == ["tck-report"]
+        assert rec.delete_recurring("tck-report") is True
+        assert rec.find_recurring("tck-report") is None
+        assert rec.delete_recurring("tck-report") is False
+
+    def test_list_is_ordered_by_name(self, tck_fixture: StoreFixture) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        for name in ("tck-c", "tck-a", "tck-b"):
+            rec.save_recurring(_recurring(name, timedelta(minutes=1)))
+        assert [r.name for r in rec.list_recurring()] == ["tck-a", "tck-b", "tck-c"]
+
+    def test_find_due_recurring_enabled_earliest_first(self, tck_fixture: StoreFixture) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        rec.save_recurring(_recurring("tck-late", timedelta(seconds=-10)))
+        rec.save_recurring(_recurring("tck-early", timedelta(seconds=-60)))
+        rec.save_recurring(_recurring("tck-off", timedelta(seconds=-90), enabled=False))
+        rec.save_recurring(_recurring("tck-future", timedelta(hours=1)))
+        assert [r.name for r in rec.find_due_recurring(10)] == ["tck-early", "tck-late"]
+        assert [r.name for r in rec.find_due_recurring(1)] == ["tck-early"]
+
+    def test_advance_next_fire_is_a_compare_and_set(self, tck_fixture: StoreFixture) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        rec.save_recurring(_recurring("tck-cas", timedelta(seconds=-1)))
+        current = rec.find_recurring("tck-cas")
+        assert current is not None
+        fire = current.next_fire_at
+        following = fire + timedelta(minutes=5)
+        assert rec.advance_next_fire("tck-cas", fire - timedelta(seconds=1), following) is False
+        assert rec.advance_next_fire("tck-cas", fire, following) is True
+        moved = rec.find_recurring("tck-cas")
+        assert moved is not None
+        assert_same_instant(moved.next_fire_at, following, "next_fire_at")
+        assert_same_instant(moved.last_fired_at, fire, "last_fired_at")
+        assert rec.advance_next_fire("tck-cas", fire, following) is False
+        assert rec.advance_next_fire("tck-absent", fire, following) is False
+
+    def test_one_of_many_racing_nodes_wins_a_fire_time(self, tck_fixture: StoreFixture) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        rec.save_recurring(_recurring("tck-race", timedelta(seconds=-1)))
+        current = rec.find_recurring("tck-race")
+        assert current is not None
+        fire = current.next_fire_at
+        wins = race(
+            8, lambda i: rec.advance_next_fire("tck-race", fire, fire + timedelta(minutes=i + 1))
+        )
+        assert wins.count(True) == 1
+
+
+class BatchStoreContract(StoreContract):
+    """Batch totals, sealing, counted children (no lost increments) and one completion."""
+
+    capability = BatchStore
+    summary = "totals, seal, atomic increments under 8 threads, single completion"
+
+    def test_save_and_find(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        parent = tck_fixture.store().insert_job(tck_fixture.new_batch_parent_job())
+        batch = batches.save_batch(BatchEntity(name="tck-import", parent_job_id=parent.id))
+        found = batches.find_batch(batch.id)
+        assert found is not None
+        assert (found.name, found.status, found.total, found.parent_job_id) == (
+            "tck-import", BatchStatus.OPEN, 0, parent.id
+        )
+        assert batches.find_batch(uuid7()) is None
+
+    def test_totals_grow_only_while_open(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-stream"))
+        assert batches.add_to_total(batch.id, 3).total == 3
+        assert batches.add_to_total(batch.id, 4).total == 7
+        assert batches.seal_batch(batch.id) is True
+        assert batches.seal_batch(batch.id) is False
+        with pytest.raises(InvalidStateTransitionError):
+            batches.add_to_total(batch.id, 1)
+        found = batches.find_batch(batch.id)
+        assert found is not None and (found.total, found.status) == (7, BatchStatus.SEALED)
+
+    def test_increment_finished_counts_success_and_failure(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-count", total=3))
+        assert batches.increment_finished(batch.id, True).succeeded == 1
+        progress = batches.increment_finished(batch.id, False)
+        assert (progress.succeeded, progress.failed) == (1, 1)
+        progress = batches.increment_finished(batch.id, True)
+        assert (progress.succeeded, progress.failed, progress.finished) == (2, 1, 3)
+
+    def test_concurrent_increments_never_lose_a_count(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-race", total=200))
+
+        def finish_25(i: int) -> None:
+            for n in range(25):
+                batches.increment_finished(batch.id, (i + n) % 4 != 0)
+
+        race(8, finish_25)
+        found = batches.find_batch(batch.id)
+        assert found is not None
+        assert found.finished == 200, f"lost {200 - found.finished} of 200 increments"
+        assert found.failed == 50
+
+    def test_complete_only_when_sealed_and_finished(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-done"))
+        batches.add_to_total(batch.id, 2)
+        batches.increment_finished(batch.id, True)
+        batches.increment_finished(batch.id, True)
+        assert batches.mark_batch_complete_if_ready(batch.id) is False, "still OPEN"
+        assert batches.seal_batch(batch.id)
+        assert batches.mark_batch_complete_if_ready(batch.id) is True
+        done = batches.find_batch(batch.id)
+        assert done is not None and done.status is BatchStatus.COMPLETED
+        assert done.completed_at is not None
+        assert batches.mark_batch_complete_if_ready(batch.id) is False
+
+    def test_unfinished_sealed_batch_does_not_complete(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-wait", total=2))
+        assert batches.seal_batch(batch.id)
+        batches.increment_finished(batch.id, False)
+        assert batches.mark_batch_complete_if_ready(batch.id) is False
+        found = batches.find_batch(batch.id)
+        assert found is not None and found.status is BatchStatus.SEALED
+
+    def test_one_of_many_racing_callers_completes(self, tck_fixture: StoreFixture) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-once", total=1))
+        assert batches.seal_batch(batch.id)
+        batches.increment_finished(batch.id, True)
+        wins = race(8, lambda _: batches.mark_batch_complete_if_ready(batch.id))
+        assert wins.count(True) == 1
+
+
+class WorkflowConditionStoreContract(StoreContract):
+    """Conditions kept per parent, read back by position, deleted per parent."""
+
+    capability = WorkflowConditionStore
+    summary = "save, read by position, delete by parent"
+
+    def test_conditions_by_parent_in_position_order(self, tck_fixture: StoreFixture) -> None:
+        conds = self.cap(tck_fixture, WorkflowConditionStore)
+        parent, other = uuid7(), uuid7()
+        second = WorkflowConditionEntity(
+            parent_job_id=parent, child_job_id=uuid7(), kind=ConditionKind.CUSTOM,
+            expression='{"target": "m:pred"}', position=1,
+        )
+        first = WorkflowConditionEntity(
+            parent_job_id=parent, child_job_id=uuid7(), kind=ConditionKind.ON_FAILURE, position=0
+        )
+        foreign = WorkflowConditionEntity(parent_job_id=other, child_job_id=uuid7())
+        conds.save_conditions([second, first, foreign])
+        found = conds.find_conditions_by_parent(parent)
+        assert [c.id for c in found] == [first.id, second.id]
+        assert found[1] == second
+        assert found[0].kind is ConditionKind.ON_FAILURE
+
+    def test_delete_conditions_by_parent(self, tck_fixture: StoreFixture) -> None:
+        conds = self.cap(tck_fixture, WorkflowConditionStore)
+        parent, other = uuid7(), uuid7()
+        conds.save_conditions(
+            [WorkflowConditionEntity(parent_job_id=parent, child_job_id=uuid7(), position=i)
+             for i in range(3)]
+            + [WorkflowConditionEntity(parent_job_id=other, child_job_id=uuid7())]
+        )
+        assert conds.delete_conditions_by_parent(parent) == 3
+        assert conds.find_conditions_by_parent(parent) == []
+        assert len(conds.find_conditions_by_parent(other)) == 1
+        assert conds.delete_conditions_by_parent(parent) == 0
+
+
+class SignalStoreContract(StoreContract):
+    """Signals delivered once by id or key; deadlines on the store clock; timeouts lose races."""
+
+    capability = SignalStore
+    summary = "delivery by id/key, delivery race, deadlines and expiry"
+
+    def test_deliver_by_id_makes_the_job_due_with_payload(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
+                          scheduled_at=store.server_now() + timedelta(days=1))
+        assert signals.deliver_signal_by_id(job.id, '{"approved": true}') is True
+        got = self.reload(store, job)
+        assert (got.status, got.signal_payload) == (JobStatus.PENDING, '{"approved": true}')
+        assert self.claim_one(store).id == job.id, "a delivered job is due now"
+        assert signals.deliver_signal_by_id(job.id, "again") is False
+        assert signals.deliver_signal_by_id(uuid7(), "x") is False
+
+    def test_deliver_to_a_job_not_awaiting_is_refused(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        job = self.insert(tck_fixture, signal_key="tck-k")
+        assert signals.deliver_signal_by_id(job.id, "x") is False
+        assert self.reload(tck_fixture.store(), job).signal_payload is None
+
+    def test_deliver_by_key_reaches_every_waiting_job(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        waiting = [
+            self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-order-7")
+            for _ in range(2)
+        ]
+        other = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-else")
+        pending = self.insert(tck_fixture, signal_key="tck-order-7")
+        assert signals.deliver_signal_by_key("tck-order-7", "paid") == 2
+        for job in waiting:
+            assert self.reload(store, job).signal_payload == "paid"
+        assert self.reload(store, other).status is JobStatus.AWAITING_SIGNAL
+        assert self.reload(store, pending).signal_payload is None
+        assert signals.deliver_signal_by_key("tck-order-7", "twice") == 0
+
+    def test_concurrent_deliveries_have_one_winner(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-race")
+        results = race(8, lambda i: (i, signals.deliver_signal_by_id(job.id, f"payload-{i}")))
+        winners = [i for i, won in results if won]
+        assert len(winners) == 1, f"{len(winners)} deliveries won"
+        assert self.reload(tck_fixture.store(), job).signal_payload == f"payload-{winners[0]}"
+
+    def test_deadline_passes_on_the_store_clock_then_expires(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        deadline = store.server_now() + timedelta(milliseconds=600)
+        soon = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-a",
+                           signal_deadline=deadline)
+        self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-b",
+                    signal_deadline=deadline + timedelta(hours=1))
+        self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-c")
+        assert signals.find_timed_out_signal_jobs(10) == []
+        late = wait_until(lambda: signals.find_timed_out_signal_jobs(10), 5, "the deadline")
+        assert [j.id for j in late] == [soon.id]
+        assert signals.expire_signal(soon.id, "signal timed out") is True
+        expired = self.reload(store, soon)
+        assert (expired.status, expired.last_error) == (JobStatus.FAILED, "signal timed out")
+        assert expired.finished_at is not None
+        assert signals.deliver_signal_by_id(soon.id, "too late") is False
+        assert signals.find_timed_out_signal_jobs(10) == []
+
+    def test_expiry_loses_to_a_delivered_signal(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
+                          signal_deadline=store.server_now() - timedelta(seconds=1))
+        assert signals.deliver_signal_by_id(job.id, "in time") is True
+        assert signals.expire_signal(job.id, "timeout") is False
+        assert self.reload(store, job).status is JobStatus.PENDING
+
+    def test_delivery_and_expiry_race_has_one_winner(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
+                          signal_deadline=store.server_now() - timedelta(seconds=1))
+        results = race(
+            8,
+            lambda i: signals.deliver_signal_by_id(job.id, "x") if i % 2
+            else signals.expire_signal(job.id, "timeout"),
+        )
+        assert results.count(True) == 1
+        assert self.reload(store, job).status in (JobStatus.PENDING, JobStatus.FAILED)
