@@ -1,79 +1,33 @@
 """Retry decisions of the worker: the global ``RetryPolicy`` bound to one job's own values.
 
-A job carries ``max_retries`` and an optional ``BackoffPolicy``. After a failed attempt the worker
-asks :func:`decide_retry`:
+A job carries ``max_retries`` and an optional ``BackoffPolicy`` (stored as JSON, decoded with
+``ratchet_core.payload.decode_backoff``). After a failed attempt the worker calls
+:func:`decide_retry`, which binds the active policy to the job with
+``ratchet_core.defaults.retry.bind_retry_policy``:
 
-* the default policy (``DefaultRetryPolicy``) defers to the job: retry while
-  ``attempt <= max_retries`` and wait the job's backoff (or :data:`DEFAULT_BACKOFF`);
-* an overriding policy sees only ``(attempt, cause)``: its ``should_retry`` and ``get_delay``
-  decide alone.
-
-A policy opts into the job's values by offering ``bind(max_retries, backoff) -> RetryPolicy``
-(``DefaultRetryPolicy`` does); the bound policy is then asked as usual.
+* the default ``DefaultRetryPolicy`` offers ``bind(max_retries, backoff)``: it retries while
+  ``attempt <= max_retries`` (a job runs at most ``max_retries + 1`` times) and waits the job's
+  backoff (``DEFAULT_BACKOFF`` when the job has none), FIXED or EXPONENTIAL, with jitter drawn
+  uniformly from ``[delay / 2, delay]`` when the backoff asks for it;
+* an overriding policy without ``bind`` sees only ``(attempt, cause)``: its ``should_retry`` and
+  ``get_delay`` decide alone.
 """
 
 from __future__ import annotations
 
 import logging
-import random
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
 
 import attrs
 
 from ratchet_api.model import BackoffPolicy
 from ratchet_api.spi.policies import RetryPolicy
+from ratchet_core.defaults.retry import bind_retry_policy
 
-DEFAULT_BACKOFF = BackoffPolicy.exponential(1.0, multiplier=2.0, maximum=600.0, jitter=True)
+DEFAULT_BACKOFF = BackoffPolicy()
 """Backoff of a job enqueued without one: 1 s, 2 s, 4 s ... capped at 10 minutes, jittered."""
 
-_random = random.Random()
 _log = logging.getLogger("ratchet.retry")
-
-
-def backoff_delay(
-    policy: BackoffPolicy, attempt: int, uniform: Callable[[float, float], float] | None = None
-) -> timedelta:
-    """Delay before retry number ``attempt`` (1-based) under ``policy``.
-
-    FIXED waits ``initial``; EXPONENTIAL waits ``initial * multiplier ** (attempt - 1)`` capped
-    at ``maximum``. With ``jitter`` the delay is drawn uniformly from ``[delay/2, delay]`` (equal
-    jitter: it spreads a thundering herd of retries while keeping at least half the wait).
-    ``uniform`` replaces the random source (tests)."""
-    base = policy.base_delay(attempt)
-    if not policy.jitter or base <= timedelta(0):
-        return base
-    draw = uniform or _random.uniform
-    seconds = base.total_seconds()
-    return timedelta(seconds=draw(seconds / 2, seconds))
-
-
-@attrs.frozen
-class JobBoundRetryPolicy:
-    """``RetryPolicy`` answering for one job from its own ``max_retries`` and backoff: retry
-    while ``attempt <= max_retries``; every failure counts (the cause does not matter)."""
-
-    max_retries: int
-    backoff: BackoffPolicy = DEFAULT_BACKOFF
-
-    def should_retry(self, attempt: int, cause: BaseException) -> bool:
-        return attempt <= self.max_retries
-
-    def get_delay(self, attempt: int) -> timedelta:
-        return backoff_delay(self.backoff, attempt)
-
-
-def bind_retry_policy(
-    policy: RetryPolicy, max_retries: int, backoff: BackoffPolicy | None
-) -> RetryPolicy:
-    """``policy`` bound to a job's values when it offers ``bind`` (see module docstring);
-    otherwise ``policy`` itself."""
-    bind: Any = getattr(policy, "bind", None)
-    if callable(bind):
-        bound: RetryPolicy = bind(max_retries, backoff or DEFAULT_BACKOFF)
-        return bound
-    return policy
 
 
 @attrs.frozen
@@ -95,11 +49,11 @@ def decide_retry(
     backoff: BackoffPolicy | None,
     cause: BaseException,
 ) -> RetryDecision:
-    """Ask ``policy`` (bound to the job) whether attempt ``attempt`` (1-based) is retried and
-    after which delay. A policy that raises, or returns a negative delay, is treated as
-    "dead letter" / zero delay respectively, so a broken policy cannot lose a job."""
+    """Ask ``policy`` (bound to the job) whether attempt number ``attempt`` (1-based) is
+    retried and after which delay. A policy that raises dead-letters the job (logged) rather
+    than losing it; a negative delay is treated as zero."""
     try:
-        bound = bind_retry_policy(policy, max_retries, backoff)
+        bound = bind_retry_policy(policy, max_retries, backoff or DEFAULT_BACKOFF)
         if not bound.should_retry(attempt, cause):
             return RetryDecision(None)
         delay = bound.get_delay(attempt)
@@ -109,11 +63,4 @@ def decide_retry(
     return RetryDecision(max(delay, timedelta(0)))
 
 
-__all__ = [
-    "DEFAULT_BACKOFF",
-    "JobBoundRetryPolicy",
-    "RetryDecision",
-    "backoff_delay",
-    "bind_retry_policy",
-    "decide_retry",
-]
+__all__ = ["DEFAULT_BACKOFF", "RetryDecision", "decide_retry"]

@@ -1,0 +1,201 @@
+"""Batched success writes.
+
+Job threads hand successful completions to a :class:`CompletionBatcher`; its flusher thread
+writes them with ``mark_succeeded_many`` a few milliseconds later, many per round trip. Fencing is
+unchanged: every completion carries its claim sequence and the store applies it only to the
+claim that is still current; completions the store refuses are reported as stale and never
+overwrite anything. Execution records of the same attempts (audit) are written right after, in
+the same flush.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.errors import StoreError
+from ratchet_api.spi.runtime import MetricsCollector
+from ratchet_api.store.entities import Completion, ExecutionRecord
+from ratchet_api.store.protocols import JobAuditStore, JobStore
+
+_log = logging.getLogger("ratchet.worker")
+
+_MAX_FLUSH_TRIES = 5
+
+
+@attrs.define(slots=True, eq=False)
+class PendingCompletion:
+    """One success waiting to be written, with what the worker needs afterwards."""
+
+    completion: Completion
+    record: ExecutionRecord | None
+    token: Any = None
+
+
+FlushCallback = Callable[[Sequence[PendingCompletion], set[UUID]], None]
+"""Called after each flush with the flushed items and the ids whose write applied."""
+
+
+class CompletionBatcher:
+    """Collects completions from many threads and writes them in batches on one thread.
+
+    A flush happens ``interval`` seconds after the first completion of a batch arrived, or at
+    once when ``batch_size`` completions are waiting. A transient store failure retries the
+    batch with backoff; a batch that keeps failing is written job by job, and jobs that still
+    cannot be written stay RUNNING for the recovery sweep (the job then runs again: delivery is
+    at least once).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        *,
+        interval: float,
+        batch_size: int,
+        on_flushed: FlushCallback,
+        metrics: MetricsCollector,
+        audit: JobAuditStore | None = None,
+        store_name: str = "store",
+    ) -> None:
+        self._store = store
+        self._interval = max(0.0, interval)
+        self._batch_size = batch_size
+        self._on_flushed = on_flushed
+        self._metrics = metrics
+        self._audit = audit
+        self._save_many: Callable[[Sequence[ExecutionRecord]], None] | None = getattr(
+            audit, "save_executions", None
+        )
+        self._store_name = store_name
+        self._items: list[PendingCompletion] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._flushing = 0
+        self._thread = threading.Thread(
+            target=self._run, name="ratchet-completion-flusher", daemon=True
+        )
+        self._thread.start()
+
+    def add(self, item: PendingCompletion) -> None:
+        with self._cond:
+            self._items.append(item)
+            size = len(self._items)
+            if size == 1 or size >= self._batch_size:
+                self._cond.notify()
+
+    @property
+    def pending(self) -> int:
+        """Completions accepted but not yet written (including a batch being written)."""
+        with self._cond:
+            return len(self._items) + self._flushing
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything pending and stop the flusher thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------ flusher thread
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._closed:
+                    self._cond.wait()
+                if not self._items and self._closed:
+                    return
+                if len(self._items) < self._batch_size and not self._closed and self._interval:
+                    # Let the batch fill for up to `interval` (woken early when it is full).
+                    deadline = time.monotonic() + self._interval
+                    while len(self._items) < self._batch_size and not self._closed:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            break
+                        self._cond.wait(remaining)
+                batch = self._items[: self._batch_size]
+                del self._items[: self._batch_size]
+                self._flushing = len(batch)
+            try:
+                self._flush(batch)
+            except Exception:  # noqa: BLE001 - the flusher must survive anything
+                _log.exception("writing %d completions failed", len(batch))
+            finally:
+                with self._cond:
+                    self._flushing = 0
+
+    def _flush(self, batch: list[PendingCompletion]) -> None:
+        completions = [item.completion for item in batch]
+        applied = self._write_batch(completions)
+        if applied is None:
+            applied = self._write_one_by_one(batch)
+        if self._audit is not None:
+            records = [
+                i.record for i in batch if i.record is not None and i.completion.job_id in applied
+            ]
+            if records:
+                self._save_records(records)
+        self._on_flushed(batch, applied)
+
+    def _write_batch(self, completions: list[Completion]) -> set[UUID] | None:
+        delay = 0.05
+        for attempt in range(1, _MAX_FLUSH_TRIES + 1):
+            started = time.perf_counter()
+            try:
+                applied = self._store.mark_succeeded_many(completions)
+            except StoreError as exc:
+                self._timing("mark_succeeded_many", "failure", started)
+                if not exc.retryable or attempt == _MAX_FLUSH_TRIES:
+                    _log.warning(
+                        "batched completion write of %d jobs failed (%s); writing them one by one",
+                        len(completions),
+                        exc,
+                    )
+                    return None
+                _log.info("transient failure writing completions (%s); retrying", exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            self._timing("mark_succeeded_many", "success", started)
+            return applied
+        return None
+
+    def _write_one_by_one(self, batch: list[PendingCompletion]) -> set[UUID]:
+        applied: set[UUID] = set()
+        for item in batch:
+            c = item.completion
+            try:
+                if self._store.mark_succeeded(c.job_id, c.claim_seq, c.result):
+                    applied.add(c.job_id)
+            except Exception:  # noqa: BLE001 - leave the job RUNNING for recovery
+                _log.exception(
+                    "job %s succeeded but its completion cannot be written; it stays RUNNING "
+                    "and will run again after recovery",
+                    c.job_id,
+                )
+        return applied
+
+    def _save_records(self, records: list[ExecutionRecord]) -> None:
+        assert self._audit is not None
+        try:
+            if self._save_many is not None:
+                self._save_many(records)
+            else:
+                for record in records:
+                    self._audit.save_execution(record)
+        except Exception:  # noqa: BLE001 - audit is best effort; the job outcome is written
+            _log.warning("saving %d execution records failed", len(records), exc_info=True)
+
+    def _timing(self, operation: str, outcome: str, started: float) -> None:
+        self._metrics.store_operation(
+            self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
+        )
+
+
+__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion"]

@@ -1,0 +1,96 @@
+"""One claimed job on its way through the worker, and how its target is called."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+from ratchet_api.model import CircuitBreakerExceptionFilter, JobInvocation
+from ratchet_api.scheduler import JobContext
+from ratchet_api.store.entities import JobEntity
+
+QUEUED = 0
+"""Claimed, waiting for a slot or a thread."""
+RUNNING = 1
+"""The target is being called."""
+FINISHED = 2
+"""The call returned or raised; the outcome is being (or was) written."""
+RELEASED = 3
+"""Given back unstarted (shutdown)."""
+
+
+class LoadedTargetLike(Protocol):
+    """What the worker needs of ``ratchet_core.invocation.LoadedTarget``."""
+
+    @property
+    def function(self) -> Callable[..., Any]: ...
+
+    @property
+    def owner_class(self) -> type | None: ...
+
+    @property
+    def is_async(self) -> bool: ...
+
+    @property
+    def circuit_breaker(self) -> tuple[str, CircuitBreakerExceptionFilter | None] | None: ...
+
+    @property
+    def context_parameters(self) -> frozenset[str]: ...
+
+
+class LoadingResolver(Protocol):
+    """The dispatch side of ``DefaultJobInvocationResolver`` (``load`` + ``bind_arguments``)."""
+
+    def load(self, invocation: JobInvocation) -> Any: ...
+
+    def bind_arguments(
+        self, loaded: Any, invocation: JobInvocation, context: JobContext | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
+
+
+class ClaimedJob:
+    """A job this worker claimed: its entity, decoded invocation and loaded target, its
+    execution type (gate) and its state. Mutable; state changes happen under the worker's
+    lock."""
+
+    __slots__ = (
+        "called",
+        "entity",
+        "gate",
+        "invocation",
+        "loaded",
+        "started_at",
+        "started_mono",
+        "state",
+    )
+
+    def __init__(self, entity: JobEntity) -> None:
+        self.entity = entity
+        self.invocation: JobInvocation | None = None
+        self.loaded: Any = None
+        self.gate = "sync"
+        self.state = QUEUED
+        self.started_at: datetime | None = None
+        self.started_mono = 0.0
+        self.called = False
+
+    @property
+    def elapsed_ms(self) -> int:
+        return int((time.perf_counter() - self.started_mono) * 1000)
+
+    @property
+    def is_async(self) -> bool:
+        return bool(self.loaded is not None and self.loaded.is_async)
+
+
+__all__ = [
+    "FINISHED",
+    "QUEUED",
+    "RELEASED",
+    "RUNNING",
+    "ClaimedJob",
+    "LoadedTargetLike",
+    "LoadingResolver",
+]

@@ -1,0 +1,183 @@
+"""Heartbeats and recovery of work lost by dead nodes.
+
+Every ``worker.heartbeat_interval`` the node refreshes its own row (``upsert_heartbeat``) and the
+``heartbeat_at`` of the jobs it owns (``touch_running_jobs``). Every ``worker.recovery_interval``
+one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
+``StartupCoordinator``) runs :meth:`Maintenance.recover`:
+
+1. nodes whose heartbeat is older than ``worker.node_timeout``: their RUNNING jobs go back to
+   PENDING with the attempt counted (``reset_orphan_jobs``), then the node rows are deleted;
+2. RUNNING jobs whose own heartbeat is older than the timeout (their node still heartbeats, or
+   has no row): each is put back with a fenced ``schedule_retry`` (attempt counted), or sent to
+   the dead letter with a fenced ``mark_failed_terminal`` when its attempts already exhaust
+   ``max_retries``.
+
+Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
+them next, before they run (see ``Worker._prepare``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from uuid import UUID
+
+from ratchet_api.model import NodeIdentity
+from ratchet_api.spi.runtime import StartupCoordinator
+from ratchet_api.store.entities import NodeEntity
+from ratchet_api.store.protocols import JobStore
+
+_log = logging.getLogger("ratchet.worker")
+
+RECOVERY_ACTION = "orphan-recovery"
+STALE_BATCH = 500
+
+
+class Maintenance:
+    """The heartbeat/recovery thread of one worker."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        identity: NodeIdentity,
+        startup: StartupCoordinator,
+        *,
+        heartbeat_interval: timedelta,
+        node_timeout: timedelta,
+        recovery_interval: timedelta,
+        owned_ids: Callable[[], list[UUID]],
+        on_recovered: Callable[[int], None],
+        on_clock: Callable[[timedelta], None],
+    ) -> None:
+        self._store = store
+        self._identity = identity
+        self._startup = startup
+        self._heartbeat_interval = heartbeat_interval.total_seconds()
+        self._node_timeout = node_timeout
+        self._recovery_interval = recovery_interval.total_seconds()
+        self._owned_ids = owned_ids
+        self._on_recovered = on_recovered
+        self._on_clock = on_clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at = datetime.now(UTC)
+
+    def start(self) -> None:
+        self.heartbeat()
+        self._thread = threading.Thread(target=self._run, name="ratchet-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        # Recover once at start (jobs of nodes that died while no node was running), then
+        # periodically; heartbeat at its own rhythm in between.
+        now = time.monotonic()
+        next_recovery = now
+        next_heartbeat = now + self._heartbeat_interval
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if now >= next_heartbeat:
+                self.heartbeat()
+                next_heartbeat = now + self._heartbeat_interval
+            if now >= next_recovery:
+                self.recover()
+                next_recovery = now + self._recovery_interval
+            if self._stop.wait(max(0.0, min(next_heartbeat, next_recovery) - time.monotonic())):
+                return
+
+    def heartbeat(self) -> None:
+        """Refresh this node and its running jobs; never raises (logged)."""
+        owned = self._owned_ids()
+        try:
+            self._store.upsert_heartbeat(
+                NodeEntity(
+                    node_id=self._identity.node_id,
+                    host=self._identity.host,
+                    pid=self._identity.pid,
+                    started_at=self._started_at,
+                    running_jobs=len(owned),
+                    tags=tuple(sorted(self._identity.tags)),  # type: ignore[arg-type]
+                )
+            )
+            if owned:
+                self._store.touch_running_jobs(self._identity.node_id, owned)
+            self._on_clock(self._store.server_now() - datetime.now(UTC))
+        except Exception:  # noqa: BLE001 - a missed heartbeat is retried next interval
+            _log.warning("heartbeat of node %s failed", self._identity.node_id, exc_info=True)
+
+    def recover(self) -> int:
+        """One recovery sweep under the startup lease; returns the number of jobs recovered
+        (put back or dead-lettered). Never raises (logged)."""
+        try:
+            if not self._startup.try_acquire(RECOVERY_ACTION, self._node_timeout):
+                return 0
+        except Exception:  # noqa: BLE001 - try again next interval
+            _log.warning("recovery lease could not be taken", exc_info=True)
+            return 0
+        try:
+            count = self._recover_dead_nodes() + self._recover_stale_jobs()
+        except Exception:  # noqa: BLE001 - try again next interval
+            _log.warning("recovery sweep failed", exc_info=True)
+            return 0
+        finally:
+            try:
+                self._startup.release(RECOVERY_ACTION)
+            except Exception:  # noqa: BLE001 - the lease expires on its own
+                _log.debug("releasing the recovery lease failed", exc_info=True)
+        if count:
+            self._on_recovered(count)
+        return count
+
+    def _recover_dead_nodes(self) -> int:
+        dead = [
+            n.node_id
+            for n in self._store.find_inactive_nodes(self._node_timeout)
+            if n.node_id != self._identity.node_id
+        ]
+        if not dead:
+            return 0
+        reset = self._store.reset_orphan_jobs(dead)
+        self._store.delete_nodes_by_ids(dead)
+        _log.warning(
+            "nodes %s stopped heartbeating: %d of their running jobs were put back to pending",
+            ", ".join(dead),
+            reset,
+        )
+        return reset
+
+    def _recover_stale_jobs(self) -> int:
+        cutoff = self._store.server_now() - self._node_timeout
+        mine = set(self._owned_ids())
+        count = 0
+        for job in self._store.find_stale_running_jobs(cutoff, STALE_BATCH):
+            if job.owner == self._identity.node_id and job.id in mine:
+                continue  # ours and alive: the next heartbeat refreshes it
+            reason = (
+                f"node {job.owner or '?'} stopped heartbeating job {job.id} "
+                f"(no heartbeat for {self._node_timeout.total_seconds():g}s)"
+            )
+            if job.attempt > job.max_retries:
+                applied = self._store.mark_failed_terminal(
+                    job.id,
+                    job.claim_seq,
+                    f"WorkerLost: {reason}; attempt {job.attempt} exhausted max_retries "
+                    f"{job.max_retries}",
+                )
+            else:
+                applied = self._store.schedule_retry(
+                    job.id, job.claim_seq, self._store.server_now(), f"WorkerLost: {reason}"
+                )
+            if applied:
+                count += 1
+                _log.warning("recovered stale job %s: %s", job.id, reason)
+        return count
+
+
+__all__ = ["RECOVERY_ACTION", "Maintenance"]
