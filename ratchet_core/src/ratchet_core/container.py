@@ -348,6 +348,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         result_persistence=result_persistence_strategy,
         arg_resolver=pre_execution_arg_resolver,
         resilience=resilience_strategy,
+        scheduler=scheduler,
     )
 
 

@@ -382,6 +382,9 @@ class Worker:
         self._stop_loop()
         if self._maintenance is not None:
             self._maintenance.stop()
+        remove = getattr(self._scheduler, "remove_local_wakeup_listener", None)
+        if callable(remove):
+            remove(self._on_local_wakeup)
         with self._lock:
             self._state = "stopped"
         self._stop_requested.set()
@@ -500,7 +503,7 @@ class Worker:
             add(self._on_local_wakeup)
 
     def _on_local_wakeup(self) -> None:
-        self._metrics.local_wakeup("enqueue")
+        # The scheduler records the local_wakeup metric (once per enqueue, not per worker).
         self._request_poll()
 
     def _on_cluster_wakeup(self, hint: JobWakeupHint) -> None:
