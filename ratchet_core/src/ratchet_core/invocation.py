@@ -185,6 +185,7 @@ class DefaultJobInvocationResolver:
         self._policy = class_policy
         self._beans = bean_resolver
         self._loaded: dict[tuple[str, str, bool], _TargetInfo] = {}
+        self._inspected: dict[tuple[str, str], tuple[Any, _TargetInfo]] = {}
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ enqueue side
@@ -287,6 +288,32 @@ class DefaultJobInvocationResolver:
         self, module: str, qualname: str, *, expected: Callable[..., Any] | None, name: str
     ) -> _TargetInfo:
         holder, attr = self._import(module, qualname, name)
+        with self._lock:
+            cached = self._inspected.get((module, qualname))
+        if cached is not None and cached[0] is attr:
+            info = cached[1]
+            if expected is not None and info.function is not expected:
+                raise _refuse(
+                    name,
+                    f"importing {module}.{qualname} gives a different object (was the function "
+                    "replaced or re-defined after import?)",
+                )
+            return info
+        info = self._analyse(module, qualname, holder, attr, expected=expected, name=name)
+        with self._lock:
+            self._inspected[(module, qualname)] = (attr, info)
+        return info
+
+    def _analyse(
+        self,
+        module: str,
+        qualname: str,
+        holder: Any,
+        attr: Any,
+        *,
+        expected: Callable[..., Any] | None,
+        name: str,
+    ) -> _TargetInfo:
         owner = holder if inspect.isclass(holder) else None
         if isinstance(attr, staticmethod):
             function, call, static = attr.__func__, attr.__func__, True

@@ -1,0 +1,344 @@
+"""``SchedulerService``: the application's entry point for creating and managing jobs.
+
+Get it from the container (``container.scheduler()``). Every job passes the
+``JobInvocationResolver`` (target and arguments, ``ClassPolicy``) before anything is written,
+so a bad job fails in the caller, never in a worker. With a transaction handle the job is
+written in the caller's transaction and wake-ups are deferred to its commit through the
+``AfterCommitRegistrar``; without one the store commits the job at once and workers are woken
+right away (in this process through local listeners, elsewhere through the
+``ClusterCoordinator``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from loguru import logger
+
+from ratchet_api.errors import (
+    InvalidJobError,
+    JobNotFoundError,
+    StoreError,
+    UnsupportedCapabilityError,
+)
+from ratchet_api.ids import uuid7
+from ratchet_api.model import JobInvocation, JobPriority, JobResult, JobStatus, utc_now
+from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
+from ratchet_api.spi.policies import ClassPolicy
+from ratchet_api.spi.runtime import (
+    AfterCommitRegistrar,
+    AfterCommitResult,
+    ClusterCoordinator,
+    MetricsCollector,
+    NodeIdentityProvider,
+    RatchetConfig,
+    RatchetConfigKey,
+)
+from ratchet_api.store.entities import JobEntity, JobQuery
+from ratchet_api.store.protocols import JobQueryStore, JobStore
+from ratchet_core.builder import JobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.config import parse_int, register_key
+from ratchet_core.invocation import DefaultJobInvocationResolver
+from ratchet_core.payload import encode_backoff, encode_invocation
+
+DEFAULT_MAX_RETRIES = register_key(
+    RatchetConfigKey(
+        "jobs.default_max_retries",
+        parse_int(0, 1000),
+        3,
+        "Retries after the first attempt for jobs that do not set max_retries.",
+    )
+)
+
+
+class SchedulerService:
+    """Implements ``ratchet_api.JobScheduler``. Thread safe."""
+
+    def __init__(
+        self,
+        *,
+        store: JobStore,
+        settings: RatchetConfig,
+        resolver: JobInvocationResolver,
+        serializer: PayloadSerializer,
+        class_policy: ClassPolicy,
+        after_commit: AfterCommitRegistrar,
+        cluster: ClusterCoordinator,
+        node_identity: NodeIdentityProvider,
+        metrics: MetricsCollector,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._resolver = resolver
+        self._serializer = serializer
+        self._policy = class_policy
+        self._after_commit = after_commit
+        self._cluster = cluster
+        self._node_identity = node_identity
+        self._metrics = metrics
+        self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
+        self._listeners: list[Callable[[], None]] = []
+        self._listeners_lock = threading.Lock()
+
+    @property
+    def store(self) -> JobStore:
+        return self._store
+
+    # ------------------------------------------------------------ creating jobs
+
+    def job(self, fn: Callable[..., Any], /) -> JobBuilder:
+        """A fluent builder for a job running ``fn`` (see :mod:`ratchet_core.builder`)."""
+        return JobBuilder(self, target=fn)
+
+    def invocation_job(self, invocation: JobInvocation, /) -> JobBuilder:
+        """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
+        same validation, options and wake-ups as ``job``)."""
+        return JobBuilder(self, invocation=invocation)
+
+    def enqueue(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> UUID:
+        """Run ``fn(*args, **kwargs)`` as soon as a worker is free; returns the job id."""
+        return self._submit(fn, args, kwargs, JobOptions())
+
+    def schedule(
+        self,
+        at_or_delay: datetime | timedelta | float,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        **kwargs: Any,
+    ) -> UUID:
+        """Run ``fn(*args, **kwargs)`` no earlier than ``at_or_delay``: an aware datetime, or a
+        delay as a timedelta or seconds."""
+        options = JobOptions()
+        if isinstance(at_or_delay, datetime):
+            options.run_at = check_at(at_or_delay)
+        else:
+            options.delay = check_delay(at_or_delay)
+        return self._submit(fn, args, kwargs, options)
+
+    def enqueue_invocation(
+        self, invocation: JobInvocation, *, transaction: object | None = None
+    ) -> UUID:
+        """Store a prepared invocation after the same checks a worker applies at dispatch."""
+        return self._submit_invocation(invocation, JobOptions(transaction=transaction))
+
+    def enqueue_many(
+        self,
+        fn: Callable[..., Any],
+        arg_tuples: Sequence[Sequence[Any]],
+        *,
+        transaction: object | None = None,
+    ) -> list[UUID]:
+        """One job per argument tuple, written with one bulk insert (all or none)."""
+        if isinstance(arg_tuples, (str, bytes)):
+            raise InvalidJobError("enqueue_many expects a sequence of argument tuples")
+        options = JobOptions(transaction=transaction)
+        now = utc_now()
+        jobs: list[JobEntity] = []
+        for index, args in enumerate(arg_tuples):
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+                raise InvalidJobError(
+                    f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
+                )
+            try:
+                invocation = self._resolver.resolve(fn, list(args), {})
+            except InvalidJobError as exc:
+                raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
+            jobs.append(self._entity(invocation, options, now))
+        if not jobs:
+            return []
+        store = self._store_for(transaction)
+        store.bulk_insert(jobs)
+        self._after_write(options, jobs[0])
+        return [job.id for job in jobs]
+
+    def _submit(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: JobOptions,
+    ) -> UUID:
+        invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
+        return self._insert(invocation, options)
+
+    def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        if not isinstance(invocation, JobInvocation):
+            raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
+        if isinstance(self._resolver, DefaultJobInvocationResolver):
+            loaded = self._resolver.load(invocation)
+            # restores every argument from the hints: bad payloads fail here, not in a worker
+            self._resolver.bind_arguments(loaded, invocation, None)
+        else:
+            encode_invocation(invocation)
+        return self._insert(invocation, options)
+
+    def _entity(self, invocation: JobInvocation, options: JobOptions, now: datetime) -> JobEntity:
+        scheduled = options.run_at or (now + options.delay if options.delay else now)
+        max_retries = (
+            options.max_retries if options.max_retries is not None else self._default_max_retries
+        )
+        return JobEntity(
+            id=uuid7(),
+            status=JobStatus.PENDING,
+            priority=options.priority,
+            target=invocation.target,
+            payload=encode_invocation(invocation),
+            scheduled_at=scheduled,
+            created_at=now,
+            updated_at=now,
+            max_retries=max_retries,
+            backoff=encode_backoff(options.backoff),
+            idempotency_key=options.idempotency_key,
+            execution_target=options.execution_target,
+            tags=options.tags,  # type: ignore[arg-type]  # attrs converter typing
+        )
+
+    def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        job = self._entity(invocation, options, utc_now())
+        stored = self._store_for(options.transaction).insert_job(job)
+        if stored.id != job.id:
+            # the idempotency key was used before: the first job stands, nothing was written
+            return stored.id
+        self._after_write(options, job)
+        return job.id
+
+    def _store_for(self, transaction: object | None) -> JobStore:
+        if transaction is None:
+            return self._store
+        try:
+            return self._store.joined(transaction)
+        except StoreError as exc:
+            raise InvalidJobError(f"job option 'transaction': {exc}") from exc
+
+    # ------------------------------------------------------------ wake-ups
+
+    def add_local_wakeup_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (fast, thread safe) whenever this process creates or releases work
+        that is due now, after the creating transaction committed."""
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def remove_local_wakeup_listener(self, listener: Callable[[], None]) -> None:
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def _after_write(self, options: JobOptions, job: JobEntity) -> None:
+        if options.run_at is not None or options.delay:
+            return  # not due now: polling picks it up when it is
+        priority, target = job.priority, job.execution_target
+
+        def wake() -> None:
+            self._wake(priority, target)
+
+        if options.transaction is None:
+            wake()
+            return
+        result = self._after_commit.register_after_commit(wake, options.transaction)
+        if result is AfterCommitResult.NO_ACTIVE_TRANSACTION:
+            wake()
+        elif result is AfterCommitResult.REGISTRATION_FAILED:
+            logger.debug(
+                "no after-commit hook for {}: job {} is found by polling instead of a wake-up",
+                type(options.transaction).__name__,
+                job.id,
+            )
+
+    def _wake(self, priority: JobPriority, execution_target: str | None) -> None:
+        with self._listeners_lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener()
+            except Exception as exc:  # noqa: BLE001 - a broken listener must not fail the enqueue
+                logger.warning("local wake-up listener {!r} failed: {!r}", listener, exc)
+        if listeners:
+            self._metrics.local_wakeup("enqueue")
+        try:
+            identity = self._node_identity.identity()
+            self._cluster.notify_new_work(priority, identity, execution_target)
+            self._metrics.cluster_wakeup_published(identity.node_id, execution_target or "")
+        except Exception as exc:  # noqa: BLE001 - best effort: polling still finds the job
+            logger.warning("cluster wake-up failed: {!r}", exc)
+
+    # ------------------------------------------------------------ managing jobs
+
+    def get(self, job_id: UUID) -> JobEntity | None:
+        """The stored job, or None."""
+        return self._store.find_by_id(job_id)
+
+    def _require(self, job_id: UUID) -> JobEntity:
+        job = self._store.find_by_id(job_id)
+        if job is None:
+            raise JobNotFoundError(job_id)
+        return job
+
+    def result(self, job_id: UUID) -> JobResult:
+        """The job's status, stored return value (decoded JSON, not restored to a class), error
+        and finish time. ``JobNotFoundError`` for an unknown id."""
+        job = self._require(job_id)
+        value: Any = None
+        if job.result:
+            try:
+                value = json.loads(job.result)
+            except ValueError:
+                value = job.result
+        return JobResult(
+            job_id=job.id,
+            status=job.status,
+            value=value,
+            error=job.last_error if job.status is not JobStatus.SUCCEEDED else None,
+            finished_at=job.finished_at,
+        )
+
+    def search(self, query: JobQuery) -> list[JobEntity]:
+        """Jobs matching ``query`` (needs the store's ``JobQueryStore`` capability)."""
+        queries = self._store.capability(JobQueryStore)  # type: ignore[type-abstract]
+        if queries is None:
+            raise UnsupportedCapabilityError("JobQueryStore", "JobScheduler.search")
+        return queries.search_jobs(query)
+
+    def cancel(self, job_id: UUID) -> bool:
+        """Cancel a job that has not finished (a running attempt's result is then discarded).
+        False if it already finished; ``JobNotFoundError`` for an unknown id."""
+        if self._store.cancel_job(job_id):
+            return True
+        self._require(job_id)
+        return False
+
+    def retry(self, job_id: UUID) -> bool:
+        """Send a dead-lettered (FAILED) job back to PENDING with its attempts reset. False for
+        any other status; ``JobNotFoundError`` for an unknown id."""
+        if self._store.retry_dead_letter(job_id):
+            job = self._store.find_by_id(job_id)
+            if job is not None:
+                self._wake(job.priority, job.execution_target)
+            return True
+        self._require(job_id)
+        return False
+
+    def pause(self, job_id: UUID) -> bool:
+        """Hold a PENDING job until resumed. False for any other status."""
+        if self._store.pause_job(job_id):
+            return True
+        self._require(job_id)
+        return False
+
+    def resume(self, job_id: UUID) -> bool:
+        """Release a PAUSED job. False for any other status."""
+        if self._store.resume_job(job_id):
+            job = self._store.find_by_id(job_id)
+            if job is not None:
+                self._wake(job.priority, job.execution_target)
+            return True
+        self._require(job_id)
+        return False
+
+
+__all__ = ["DEFAULT_MAX_RETRIES", "SchedulerService"]
