@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
+from bson.codec_options import CodecOptions
 from pymongo import MongoClient
 from pymongo.client_session import ClientSession
 from pymongo.collection import Collection
@@ -76,6 +77,20 @@ class MongoBase:
     _db: Database[Doc]
     _prefix: str
     _session: ClientSession | None
+    _codec: CodecOptions[Any]
+
+    def _now(self) -> datetime:
+        """The server's clock (``hello``'s ``localTime``, millisecond precision).
+
+        Filters compare stored dates with this value instead of ``$$NOW`` inside ``$expr``:
+        plain range queries use indexes, and it also works on the SecantusDB test server, whose
+        ``$expr`` comparisons against ``$$NOW`` are wrong. Written timestamps still come from
+        ``$$NOW`` in the update itself."""
+        reply = self._db.command("hello", codec_options=self._codec)
+        now = reply.get("localTime")
+        if not isinstance(now, datetime):
+            raise StoreDataError("localTime", f"the server's hello reply has no time: {now!r}")
+        return now
 
     def _col(self, name: str) -> Collection[Doc]:
         return self._db[self._prefix + name]

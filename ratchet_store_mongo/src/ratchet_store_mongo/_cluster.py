@@ -8,18 +8,17 @@ server from ``$$NOW``.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from bson.codec_options import CodecOptions
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.errors import DuplicateKeyError
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.store.entities import LockEntity, NodeEntity
-from ratchet_store_mongo._base import NOW, Doc, MongoBase, lit, now_minus, now_plus
-from ratchet_store_mongo.documents import from_document, to_document
+from ratchet_store_mongo._base import NOW, Doc, MongoBase, lit, now_plus
+from ratchet_store_mongo.documents import from_document, to_bson_datetime, to_document
 from ratchet_store_mongo.errors import translated
 
 
@@ -36,17 +35,11 @@ def _check_name(value: str, field: str) -> str:
 
 
 class ClusterMixin(MongoBase):
-    _codec: CodecOptions[Any]
-
     # ------------------------------------------------------------------ nodes
 
     @translated("server_now")
     def server_now(self) -> datetime:
-        reply = self._db.command("hello", codec_options=self._codec)
-        now = reply.get("localTime")
-        if not isinstance(now, datetime):
-            raise StoreDataError("localTime", f"the server's hello reply has no time: {now!r}")
-        return now
+        return self._now()
 
     @translated("upsert_heartbeat")
     def upsert_heartbeat(self, node: NodeEntity) -> None:
@@ -71,7 +64,7 @@ class ClusterMixin(MongoBase):
     def _inactive(self, timeout: timedelta) -> Doc:
         if not isinstance(timeout, timedelta) or timeout < timedelta(0):
             raise StoreDataError("timeout", f"must be a non-negative timedelta, got {timeout!r}")
-        return {"$expr": {"$lt": ["$last_heartbeat", now_minus(timeout)]}}
+        return {"last_heartbeat": {"$lt": self._now() - timeout}}
 
     @translated("find_inactive_nodes")
     def find_inactive_nodes(self, timeout: timedelta) -> list[NodeEntity]:
@@ -103,10 +96,11 @@ class ClusterMixin(MongoBase):
         # One conditional pipeline update decides the winner atomically: the lease changes
         # hands only if it is free, expired, or already ours; the returned document says who
         # holds it now.
+        now = to_bson_datetime(self._now())
         wins = {
             "$or": [
                 {"$eq": ["$owner", lit(owner)]},
-                {"$lte": [{"$ifNull": ["$expires_at", None]}, NOW]},
+                {"$lte": [{"$ifNull": ["$expires_at", None]}, lit(now)]},
             ]
         }
         update = [
@@ -118,14 +112,22 @@ class ClusterMixin(MongoBase):
                 }
             }
         ]
-        for _ in range(2):
+        locks = self._col("locks")
+        # Never an upsert: the update only touches an existing lease, and a missing lease is
+        # created by an insert that exactly one racer wins (the others retry the update).
+        for _ in range(3):
+            doc = locks.find_one_and_update(
+                {"_id": name}, update, return_document=ReturnDocument.AFTER
+            )
+            if doc is not None:
+                return bool(doc.get("owner") == owner)
             try:
-                doc = self._col("locks").find_one_and_update(
-                    {"_id": name}, update, upsert=True, return_document=ReturnDocument.AFTER
+                locks.insert_one(
+                    {"_id": name, "owner": owner, "acquired_at": now, "expires_at": now + ttl}
                 )
-                return doc is not None and doc.get("owner") == owner
+                return True
             except DuplicateKeyError:
-                continue  # two first acquisitions raced on the insert: the lease exists now
+                continue
         return False
 
     @translated("unlock")
@@ -136,7 +138,7 @@ class ClusterMixin(MongoBase):
     def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
         _check_ttl(ttl)
         result = self._col("locks").update_one(
-            {"_id": name, "owner": owner, "$expr": {"$gt": ["$expires_at", NOW]}},
+            {"_id": name, "owner": owner, "expires_at": {"$gt": self._now()}},
             [{"$set": {"expires_at": now_plus(ttl)}}],
         )
         return result.modified_count == 1
@@ -160,12 +162,13 @@ class ClusterMixin(MongoBase):
         # All permits of a key live in one document, so counting and taking is one atomic
         # update: drop expired permits and the holder's own, then add the holder's if the rest
         # leave room.
+        now = lit(self._now())
         others = {
             "$filter": {
                 "input": {"$ifNull": ["$holders", []]},
                 "as": "p",
                 "cond": {
-                    "$and": [{"$gt": ["$$p.expires_at", NOW]}, {"$ne": ["$$p.holder", lit(holder)]}]
+                    "$and": [{"$gt": ["$$p.expires_at", now]}, {"$ne": ["$$p.holder", lit(holder)]}]
                 },
             }
         }
@@ -188,19 +191,20 @@ class ClusterMixin(MongoBase):
                 }
             }
         ]
-        for _ in range(2):
-            try:
-                doc = self._col("permits").find_one_and_update(
-                    {"_id": resource_key},
-                    update,
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
-                    session=self._session,
-                )
-                holders = (doc or {}).get("holders") or []
-                return any(p.get("holder") == holder for p in holders)
-            except DuplicateKeyError:
-                continue
+        permits = self._col("permits")
+        for _ in range(3):
+            doc = permits.find_one_and_update(
+                {"_id": resource_key},
+                update,
+                return_document=ReturnDocument.AFTER,
+                session=self._session,
+            )
+            if doc is not None:
+                return any(p.get("holder") == holder for p in doc.get("holders") or [])
+            # first use of the key: create its empty permit document (outside any caller
+            # transaction, which a duplicate key would abort), then take a permit
+            with contextlib.suppress(DuplicateKeyError):
+                permits.insert_one({"_id": resource_key, "holders": []})
         return False
 
     @translated("release_permit")
@@ -225,7 +229,7 @@ class ClusterMixin(MongoBase):
                                     "$filter": {
                                         "input": {"$ifNull": ["$holders", []]},
                                         "as": "p",
-                                        "cond": {"$gt": ["$$p.expires_at", NOW]},
+                                        "cond": {"$gt": ["$$p.expires_at", lit(self._now())]},
                                     }
                                 }
                             }

@@ -19,7 +19,7 @@ from ratchet_api.store.entities import (
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
-from ratchet_store_mongo._base import NOW, MongoBase, require_positive, set_stage
+from ratchet_store_mongo._base import MongoBase, require_positive, set_stage
 from ratchet_store_mongo.documents import (
     from_document,
     job_from_document,
@@ -57,9 +57,7 @@ class FeaturesMixin(MongoBase):
             return []
         cursor = (
             self._col("recurring")
-            .find(
-                {"enabled": True, "$expr": {"$lte": ["$next_fire_at", NOW]}}, session=self._session
-            )
+            .find({"enabled": True, "next_fire_at": {"$lte": self._now()}}, session=self._session)
             .sort([("next_fire_at", ASCENDING), ("_id", ASCENDING)])
             .limit(limit)
         )
@@ -224,8 +222,7 @@ class FeaturesMixin(MongoBase):
             self._jobs.find(
                 {
                     "status": JobStatus.AWAITING_SIGNAL.value,
-                    "signal_deadline": {"$type": "date"},
-                    "$expr": {"$lte": ["$signal_deadline", NOW]},
+                    "signal_deadline": {"$type": "date", "$lte": self._now()},
                 },
                 session=self._session,
             )

@@ -17,7 +17,6 @@ from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity
 from ratchet_store_mongo._base import (
-    NOW,
     TERMINAL,
     Doc,
     MongoBase,
@@ -41,10 +40,6 @@ def fenced(job_id: UUID, claim_seq: int) -> Doc:
     require_uuid(job_id, "job_id")
     require_positive(claim_seq, "claim_seq")
     return {"_id": job_id, "status": JobStatus.RUNNING.value, "claim_seq": claim_seq}
-
-
-def due_now() -> Doc:
-    return {"$expr": {"$lte": ["$scheduled_at", NOW]}}
 
 
 def check_tags(job_id: UUID, tags: Sequence[str]) -> list[str]:
@@ -141,7 +136,7 @@ class JobsMixin(MongoBase):
         tag_filter: NodeTagFilter | None = None,
     ) -> list[JobEntity]:
         require_positive(limit, "limit")
-        query: Doc = {"status": JobStatus.PENDING.value, **due_now()}
+        query: Doc = {"status": JobStatus.PENDING.value, "scheduled_at": {"$lte": self._now()}}
         if execution_targets is not None:
             query["execution_target"] = {"$in": [*execution_targets, None]}
         if tag_filter is not None and not tag_filter.is_empty:
@@ -587,4 +582,4 @@ def _bulk_error_message(exc: DuplicateKeyError | BulkWriteError) -> str:
     return str(exc)
 
 
-__all__ = ["CLAIM_SORT", "CREATED_ORDER", "JobsMixin", "bson_value", "due_now", "fenced"]
+__all__ = ["CLAIM_SORT", "CREATED_ORDER", "JobsMixin", "bson_value", "fenced"]

@@ -1,0 +1,322 @@
+"""Behaviour specific to the Mongo store (the TCK covers the shared contracts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import pymongo
+import pytest
+
+from ratchet_api.errors import (
+    ConfigurationError,
+    DuplicateJobError,
+    StoreDataError,
+    StoreError,
+    TransientStoreError,
+)
+from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_store_mongo import MongoJobStore
+from ratchet_store_mongo.documents import job_to_document
+
+pytestmark = pytest.mark.mongo
+
+
+def due_job(**changes: object) -> JobEntity:
+    now = datetime.now(UTC)
+    job = JobEntity(target="app.jobs:work", scheduled_at=now - timedelta(seconds=1))
+    return attrs.evolve(job, **changes) if changes else job
+
+
+def raw_jobs(store: MongoJobStore) -> pymongo.collection.Collection[dict[str, object]]:
+    return store.client.get_database(store.database_name)["ratchet_jobs"]
+
+
+def test_datetimes_are_truncated_to_milliseconds_so_read_back_equals_written(
+    mongo_store: MongoJobStore,
+) -> None:
+    at = datetime(2030, 1, 2, 3, 4, 5, 123987, tzinfo=UTC)
+    job = due_job(scheduled_at=at, created_at=at, updated_at=at)
+    stored = mongo_store.insert_job(job)
+    expected = at.replace(microsecond=123000)
+    assert stored.scheduled_at == expected
+    found = mongo_store.find_by_id(job.id)
+    assert found is not None
+    assert found == stored
+    assert found.scheduled_at == expected and found.scheduled_at.tzinfo is not None
+
+
+def test_a_naive_datetime_argument_is_refused_naming_the_argument(
+    mongo_store: MongoJobStore,
+) -> None:
+    with pytest.raises(StoreDataError, match="cutoff"):
+        mongo_store.delete_dead_letter_older_than(datetime(2030, 1, 1), 10)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("status", "EXPLODED", "'EXPLODED' is not a JobStatus"),
+        ("attempt", "2", "expected int"),
+        ("scheduled_at", "yesterday", "expected a BSON date"),
+        ("tags", "urgent", "expected an array of strings"),
+    ],
+)
+def test_a_corrupt_job_document_raises_store_data_error_naming_field_and_job(
+    mongo_store: MongoJobStore, field: str, value: object, expected: str
+) -> None:
+    job = due_job()
+    doc = job_to_document(job)
+    doc[field] = value
+    raw_jobs(mongo_store).insert_one(doc)
+    with pytest.raises(StoreDataError, match=expected) as info:
+        mongo_store.find_by_id(job.id)
+    assert info.value.field == field
+    assert info.value.job_id == job.id
+    assert str(job.id) in str(info.value)
+
+
+def test_a_job_document_missing_a_field_raises_store_data_error(
+    mongo_store: MongoJobStore,
+) -> None:
+    job = due_job()
+    doc = job_to_document(job)
+    del doc["claim_seq"]
+    raw_jobs(mongo_store).insert_one(doc)
+    with pytest.raises(StoreDataError, match="missing") as info:
+        mongo_store.find_by_id(job.id)
+    assert info.value.field == "claim_seq" and info.value.job_id == job.id
+
+
+def test_an_unreadable_job_is_dead_lettered_by_the_claim_not_handed_out(
+    mongo_store: MongoJobStore,
+) -> None:
+    bad = due_job()
+    doc = job_to_document(bad)
+    doc["payload"] = 42
+    raw_jobs(mongo_store).insert_one(doc)
+    good = mongo_store.insert_job(due_job())
+    claimed = mongo_store.claim_next_batch("node-a", 10)
+    assert [j.id for j in claimed] == [good.id]
+    stored = raw_jobs(mongo_store).find_one({"_id": bad.id})
+    assert stored is not None and stored["status"] == "FAILED"
+    assert "payload" in str(stored["last_error"])
+
+
+def test_an_invalid_job_is_refused_before_anything_is_written(mongo_store: MongoJobStore) -> None:
+    good = due_job()
+    bad = attrs.evolve(due_job(), status="SOMEWHERE")
+    with pytest.raises(StoreDataError, match="status") as info:
+        mongo_store.bulk_insert([good, bad])
+    assert info.value.job_id == bad.id
+    assert mongo_store.find_by_id(good.id) is None
+
+
+def test_bulk_insert_with_a_duplicate_id_inserts_nothing(mongo_store: MongoJobStore) -> None:
+    existing = mongo_store.insert_job(due_job())
+    fresh = due_job()
+    with pytest.raises(DuplicateJobError):
+        mongo_store.bulk_insert([fresh, attrs.evolve(due_job(), id=existing.id)])
+    assert mongo_store.find_by_id(fresh.id) is None
+
+
+def test_bulk_insert_skips_taken_idempotency_keys_and_keys_repeated_in_the_batch(
+    mongo_store: MongoJobStore,
+) -> None:
+    mongo_store.insert_job(due_job(idempotency_key="k1"))
+    jobs = [
+        due_job(idempotency_key="k1"),
+        due_job(idempotency_key="k2"),
+        due_job(idempotency_key="k2"),
+        due_job(),
+    ]
+    assert mongo_store.bulk_insert(jobs) == 2
+    assert mongo_store.find_by_id(jobs[1].id) is not None
+    assert mongo_store.find_by_id(jobs[2].id) is None
+
+
+def test_concurrent_inserts_with_one_idempotency_key_store_one_job(
+    mongo_store: MongoJobStore,
+) -> None:
+    jobs = [due_job(idempotency_key="once") for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(mongo_store.insert_job, jobs))
+    assert len({r.id for r in results}) == 1
+    assert raw_jobs(mongo_store).count_documents({"idempotency_key": "once"}) == 1
+
+
+def test_threads_claiming_together_get_each_job_exactly_once(mongo_store: MongoJobStore) -> None:
+    mongo_store.bulk_insert([due_job() for _ in range(40)])
+    start = threading.Barrier(6)
+
+    def worker(n: int) -> list[JobEntity]:
+        start.wait()
+        got: list[JobEntity] = []
+        while batch := mongo_store.claim_next_batch(f"node-{n}", 3):
+            got.extend(batch)
+        return got
+
+    with ThreadPoolExecutor(6) as pool:
+        claimed = [job for batch in pool.map(worker, range(6)) for job in batch]
+    assert len(claimed) == 40
+    assert len({j.id for j in claimed}) == 40
+    assert all(j.claim_seq == 1 and j.attempt == 1 for j in claimed)
+    assert all(j.started_at == j.heartbeat_at for j in claimed)
+
+
+def test_mark_succeeded_many_reports_only_the_fenced_writes_that_applied(
+    mongo_store: MongoJobStore,
+) -> None:
+    mongo_store.bulk_insert([due_job() for _ in range(3)])
+    a, b, c = mongo_store.claim_next_batch("node-a", 3)
+    applied = mongo_store.mark_succeeded_many(
+        [
+            Completion(job_id=a.id, claim_seq=a.claim_seq, result="1"),
+            Completion(job_id=b.id, claim_seq=b.claim_seq + 1, result="stale"),
+            Completion(job_id=c.id, claim_seq=c.claim_seq),
+        ]
+    )
+    assert applied == {a.id, c.id}
+    again = mongo_store.mark_succeeded_many([Completion(job_id=a.id, claim_seq=a.claim_seq)])
+    assert again == set()
+    found_b = mongo_store.find_by_id(b.id)
+    assert found_b is not None and found_b.status is JobStatus.RUNNING
+
+
+def test_joined_session_commits_and_aborts_with_the_callers_transaction(
+    mongo_store: MongoJobStore,
+) -> None:
+    kept, dropped = due_job(), due_job()
+    with mongo_store.client.start_session() as session:
+        session.start_transaction()
+        mongo_store.joined(session).insert_job(dropped)
+        session.abort_transaction()
+        session.with_transaction(lambda s: mongo_store.joined(s).insert_job(kept))
+    assert mongo_store.find_by_id(dropped.id) is None
+    assert mongo_store.find_by_id(kept.id) is not None
+
+
+def test_locks_taken_inside_a_joined_session_survive_its_rollback(
+    mongo_store: MongoJobStore,
+) -> None:
+    with mongo_store.client.start_session() as session:
+        session.start_transaction()
+        assert mongo_store.joined(session).try_lock("leader", "n1", timedelta(seconds=30))
+        session.abort_transaction()
+    lock = mongo_store.find_lock("leader")
+    assert lock is not None and lock.owner == "n1"
+
+
+def test_joined_refuses_a_handle_that_is_not_a_session(mongo_store: MongoJobStore) -> None:
+    with pytest.raises(StoreError, match="ClientSession"):
+        mongo_store.joined(object())
+
+
+def test_threads_racing_for_one_lock_see_exactly_one_winner(mongo_store: MongoJobStore) -> None:
+    start = threading.Barrier(8)
+
+    def attempt(n: int) -> bool:
+        start.wait()
+        return mongo_store.try_lock("race", f"owner-{n}", timedelta(seconds=30))
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(attempt, range(8)))
+    assert results.count(True) == 1
+
+
+def test_threads_racing_for_permits_never_exceed_the_limit(mongo_store: MongoJobStore) -> None:
+    start = threading.Barrier(8)
+
+    def attempt(n: int) -> bool:
+        start.wait()
+        return mongo_store.try_acquire_permit("gpu", f"h{n}", 3, timedelta(seconds=30))
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(attempt, range(8)))
+    assert results.count(True) == 3
+    assert mongo_store.count_permits("gpu") == 3
+
+
+def test_payload_strings_that_look_like_field_paths_are_stored_literally(
+    mongo_store: MongoJobStore,
+) -> None:
+    mongo_store.insert_job(due_job())
+    (job,) = mongo_store.claim_next_batch("$owner", 1)
+    assert mongo_store.mark_succeeded(job.id, job.claim_seq, "$status")
+    found = mongo_store.find_by_id(job.id)
+    assert found is not None and found.result == "$status"
+    assert job.owner == "$owner"
+
+
+def test_schema_upgrade_is_idempotent_and_downgrade_to_base_drops_the_collections(
+    mongo_url: str,
+) -> None:
+    store = MongoJobStore(mongo_url, collection_prefix="schema_probe_")
+    try:
+        store.upgrade()
+        store.upgrade()
+        assert store.current_revision() == "0001"
+        db = store.client.get_database(store.database_name)
+        assert "claim" in db["schema_probe_jobs"].index_information()
+        assert "idempotency_key" in db["schema_probe_jobs"].index_information()
+        store.downgrade("base")
+        assert store.current_revision() is None
+        assert not [n for n in db.list_collection_names() if n.startswith("schema_probe_")]
+    finally:
+        store.downgrade("base")
+        store.close()
+
+
+def test_the_database_comes_from_the_url_path_or_defaults_to_ratchet() -> None:
+    named = MongoJobStore("mongodb://127.0.0.1:27017/appdb?retryWrites=false")
+    default = MongoJobStore("mongodb://127.0.0.1:27017/?retryWrites=false")
+    try:
+        assert named.database_name == "appdb"
+        assert default.database_name == "ratchet"
+    finally:
+        named.close()
+        default.close()
+
+
+def test_an_application_client_with_default_codec_options_is_used_correctly(
+    mongo_schema: str, mongo_store: MongoJobStore
+) -> None:
+    client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(mongo_schema)
+    try:
+        store = MongoJobStore(client, database=mongo_store.database_name)
+        job = store.insert_job(due_job())
+        assert mongo_store.find_by_id(job.id) == job
+        store.close()
+        assert client.admin.command("ping")["ok"] == 1  # the application's client stays open
+    finally:
+        client.close()
+
+
+def test_a_url_that_is_not_mongodb_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="mongodb://"):
+        MongoJobStore("postgresql://localhost/db")
+
+
+def test_an_unreachable_server_is_a_transient_store_error() -> None:
+    # a real refused connection: nothing listens on port 1
+    store = MongoJobStore("mongodb://127.0.0.1:1/x", serverSelectionTimeoutMS=200)
+    try:
+        with pytest.raises(TransientStoreError) as info:
+            store.find_by_id(due_job().id)
+        assert info.value.retryable
+    finally:
+        store.close()
+
+
+def test_the_store_imports_without_sqlalchemy() -> None:
+    code = (
+        "import sys; sys.modules['sqlalchemy'] = None; import ratchet_store_mongo; "
+        "assert 'ratchet_core' not in sys.modules; print('ok')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
