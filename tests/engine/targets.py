@@ -16,7 +16,7 @@ from uuid import UUID
 import attrs
 
 from ratchet_api import JobContext
-from ratchet_api.model import BackoffPolicy
+from ratchet_api.model import BackoffPolicy, NodeIdentity
 
 
 @attrs.frozen(kw_only=True)
@@ -138,3 +138,63 @@ def make_nested() -> Any:
 
 
 # ---------------------------------------------------------------- E2 may add targets below
+
+
+# E2 (worker side) targets.
+_ATTEMPTS: dict[str, int] = {}
+GATES: dict[str, threading.Event] = {}
+STARTED: dict[str, threading.Event] = {}
+
+
+def flaky(key: str, failures: int) -> str:
+    """Fails the first ``failures`` calls for ``key`` (in this process), then succeeds."""
+    with _CALLS_LOCK:
+        _ATTEMPTS[key] = _ATTEMPTS.get(key, 0) + 1
+        count = _ATTEMPTS[key]
+    if count <= failures:
+        raise ConnectionError(f"{key}: transient failure {count}")
+    return f"{key} ok after {count}"
+
+
+def gate(key: str) -> str:
+    """Signals ``STARTED[key]`` then blocks until ``GATES[key]`` is set (at most 30 s)."""
+    with _CALLS_LOCK:
+        started = STARTED.setdefault(key, threading.Event())
+        release = GATES.setdefault(key, threading.Event())
+    started.set()
+    release.wait(30)
+    return key
+
+
+def append_line(path: str, number: int, sleep_ms: int) -> int:
+    """Appends ``number`` as one line (O_APPEND: atomic per line) then sleeps ``sleep_ms``.
+    Crash tests read the file to count executions per job."""
+    import os
+    import time
+
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{number}\n".encode())
+    finally:
+        os.close(fd)
+    time.sleep(sleep_ms / 1000)
+    return number
+
+
+def noop() -> None:
+    """Does nothing (benchmarks)."""
+
+
+async def async_sleep_echo(value: int, ms: int) -> int:
+    await asyncio.sleep(ms / 1000)
+    return value
+
+
+def bulk_item(n: int) -> int:
+    """Only enqueued by the bulk-enqueue test (it counts jobs by this target)."""
+    return n
+
+
+def describe_node(node: NodeIdentity) -> str:
+    """Its hint names ``ratchet_api.model.NodeIdentity``, outside the ``tests.`` allowlist."""
+    return f"{node.node_id}@{node.host}"
