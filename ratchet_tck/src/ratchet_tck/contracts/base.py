@@ -12,7 +12,8 @@ import pytest
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.store.entities import JobEntity
-from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.protocols import CAPABILITIES, JobStore
+from ratchet_tck._session import ADVERTISED, subject_of
 from ratchet_tck.fixture import StoreFixture
 
 C = TypeVar("C")
@@ -34,9 +35,16 @@ class StoreContract:
     summary: ClassVar[str] = ""
 
     @pytest.fixture(autouse=True)
-    def _tck_contract_scope(self, tck_fixture: StoreFixture) -> Iterator[None]:
+    def _tck_contract_scope(
+        self, tck_fixture: StoreFixture, request: pytest.FixtureRequest
+    ) -> Iterator[None]:
+        store = tck_fixture.store()
+        advertised = request.config.stash.setdefault(ADVERTISED, {})
+        advertised.setdefault(subject_of(request.node), set()).update(
+            kind.__name__ for kind in CAPABILITIES if store.capability(kind) is not None
+        )
         cap = type(self).capability
-        if cap is not None and tck_fixture.store().capability(cap) is None:
+        if cap is not None and store.capability(cap) is None:
             pytest.skip(f"N/A: store does not advertise {cap.__name__}")
         try:
             yield

@@ -1,0 +1,210 @@
+"""The compatibility report: per contract passed / failed / N/A / missing, test counts, the
+capabilities the store advertises, and the verdict."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from ratchet_tck.contracts.base import StoreContract
+from ratchet_tck.registry import ALL_CONTRACTS
+
+VERDICT_COMPATIBLE = "Ratchet Store Compatible"
+VERDICT_NOT_COMPATIBLE = "Not compatible"
+NA_PREFIX = "N/A:"
+
+Outcome = Literal["passed", "failed", "skipped"]
+ContractStatus = Literal["passed", "failed", "n/a", "missing"]
+
+
+@attrs.frozen(kw_only=True)
+class TestOutcome:
+    """The final outcome of one contract test (a failure in any phase makes it failed)."""
+
+    contract: str
+    test: str
+    outcome: Outcome
+    reason: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class ContractResult:
+    name: str
+    required: bool
+    capability: str | None
+    status: ContractStatus
+    passed: int
+    failed: int
+    skipped: int
+    total: int
+    failures: tuple[str, ...] = ()
+    skip_reasons: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class CompatibilityReport:
+    name: str
+    generated_at: datetime
+    capabilities: tuple[str, ...]
+    contracts: tuple[ContractResult, ...]
+
+    @property
+    def blocking(self) -> list[ContractResult]:
+        """Contracts that prevent the verdict: a required contract (or the contract of an
+        advertised capability) that failed or did not run."""
+        return [
+            c
+            for c in self.contracts
+            if (c.required or c.capability in self.capabilities)
+            and c.status in ("failed", "missing")
+        ]
+
+    @property
+    def compatible(self) -> bool:
+        return not self.blocking
+
+    @property
+    def verdict(self) -> str:
+        return VERDICT_COMPATIBLE if self.compatible else VERDICT_NOT_COMPATIBLE
+
+    def totals(self) -> dict[str, int]:
+        return {
+            key: sum(getattr(c, key) for c in self.contracts)
+            for key in ("passed", "failed", "skipped", "total")
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "generated_at": self.generated_at.isoformat(),
+            "verdict": self.verdict,
+            "compatible": self.compatible,
+            "capabilities": list(self.capabilities),
+            "totals": self.totals(),
+            "contracts": [
+                {
+                    "name": c.name,
+                    "required": c.required,
+                    "capability": c.capability,
+                    "status": c.status,
+                    "passed": c.passed,
+                    "failed": c.failed,
+                    "skipped": c.skipped,
+                    "total": c.total,
+                    "failures": list(c.failures),
+                    "skip_reasons": list(c.skip_reasons),
+                }
+                for c in self.contracts
+            ],
+        }
+
+    def to_markdown(self) -> str:
+        t = self.totals()
+        lines = [
+            f"# Ratchet store compatibility report: {self.name}",
+            "",
+            f"**Verdict: {self.verdict}**",
+            "",
+            f"Generated {self.generated_at.isoformat(timespec='seconds')}; "
+            f"{len(self.contracts)} contracts, {t['total']} tests: {t['passed']} passed, "
+            f"{t['failed']} failed, {t['skipped']} skipped.",
+            "",
+            "Capabilities advertised: "
+            + (", ".join(f"`{c}`" for c in self.capabilities) or "none"),
+            "",
+            "| contract | kind | result | passed | failed | skipped | total |",
+            "|---|---|---|---:|---:|---:|---:|",
+        ]
+        for c in self.contracts:
+            kind = "required" if c.required else f"capability `{c.capability}`"
+            lines.append(
+                f"| {c.name} | {kind} | {c.status} | {c.passed} | {c.failed} | {c.skipped} "
+                f"| {c.total} |"
+            )
+        if self.blocking:
+            lines += ["", "## Why not compatible", ""]
+            for c in self.blocking:
+                what = "did not run" if c.status == "missing" else "failed"
+                lines.append(f"- {c.name} {what}" + (f": {', '.join(c.failures)}" if c.failures
+                                                    else ""))
+        skips = [(c.name, r) for c in self.contracts if c.status != "n/a" for r in c.skip_reasons]
+        if skips:
+            lines += ["", "## Skipped tests", ""]
+            lines += [f"- {name}: {reason}" for name, reason in skips]
+        return "\n".join(lines) + "\n"
+
+    def write(self, directory: Path | str) -> tuple[Path, Path]:
+        """Write ``<slug>.json`` and ``<slug>.md`` into ``directory``; returns both paths."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name).strip("-") or "store"
+        json_path = out / f"{slug}.json"
+        md_path = out / f"{slug}.md"
+        json_path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        md_path.write_text(self.to_markdown(), encoding="utf-8")
+        return json_path, md_path
+
+
+def _result(contract: type[StoreContract], outcomes: list[TestOutcome]) -> ContractResult:
+    passed = sum(o.outcome == "passed" for o in outcomes)
+    failed = sum(o.outcome == "failed" for o in outcomes)
+    skipped = [o for o in outcomes if o.outcome == "skipped"]
+    status: ContractStatus
+    if failed:
+        status = "failed"
+    elif passed:
+        status = "passed"
+    elif skipped and all(o.reason.startswith(NA_PREFIX) for o in skipped):
+        status = "n/a" if contract.capability is not None else "missing"
+    else:
+        status = "missing"
+    cap = contract.capability
+    return ContractResult(
+        name=contract.__name__,
+        required=cap is None,
+        capability=cap.__name__ if cap is not None else None,
+        status=status,
+        passed=passed,
+        failed=failed,
+        skipped=len(skipped),
+        total=len(outcomes),
+        failures=tuple(o.test for o in outcomes if o.outcome == "failed"),
+        skip_reasons=tuple(sorted({f"{o.test}: {o.reason}" for o in skipped})),
+    )
+
+
+def build_report(
+    name: str,
+    outcomes: Iterable[TestOutcome],
+    capabilities: Iterable[str],
+    contracts: tuple[type[StoreContract], ...] = ALL_CONTRACTS,
+    generated_at: datetime | None = None,
+) -> CompatibilityReport:
+    """Summarize test outcomes per contract. A contract with no outcome is ``missing``."""
+    by_contract: Mapping[str, list[TestOutcome]] = {c.__name__: [] for c in contracts}
+    for o in outcomes:
+        if o.contract in by_contract:
+            by_contract[o.contract].append(o)
+    return CompatibilityReport(
+        name=name,
+        generated_at=generated_at or datetime.now(UTC),
+        capabilities=tuple(sorted(set(capabilities))),
+        contracts=tuple(_result(c, by_contract[c.__name__]) for c in contracts),
+    )
+
+
+__all__ = [
+    "NA_PREFIX",
+    "VERDICT_COMPATIBLE",
+    "VERDICT_NOT_COMPATIBLE",
+    "CompatibilityReport",
+    "ContractResult",
+    "TestOutcome",
+    "build_report",
+]
