@@ -21,7 +21,13 @@ def run(
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RATCHET_")}
     full_env.update(env or {})
     return subprocess.run(
-        [str(RATCHET), *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=60
+        [str(RATCHET), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -52,7 +58,7 @@ def test_spi_with_the_reference_app_shows_its_override() -> None:
 def test_spi_table_shows_the_override_of_the_reference_app() -> None:
     result = run(["--app", "containers:create_container", "spi"])
     assert result.returncode == 0, result.stderr
-    line = next(l for l in result.stdout.splitlines() if "ErrorSanitizer" in l)
+    line = next(ln for ln in result.stdout.splitlines() if "ErrorSanitizer" in ln)
     assert (
         "containers.CardRedactingErrorSanitizer" in line and "2000" in line and "explicit" in line
     )

@@ -93,13 +93,13 @@ def test_value_below_minimum_names_the_bound_and_the_source(tmp_path: Path) -> N
 def test_malformed_toml_file_is_reported_with_its_path(tmp_path: Path) -> None:
     toml = tmp_path / "ratchet.toml"
     toml.write_text("[ratchet\n")
-    with pytest.raises(ConfigurationError, match="ratchet.toml"):
+    with pytest.raises(ConfigurationError, match=r"ratchet\.toml"):
         TomlFileConfigSource(toml)
 
 
 def test_explicit_config_file_must_exist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RATCHET_CONFIG_FILE", str(tmp_path / "missing.toml"))
-    with pytest.raises(ConfigurationError, match="missing.toml"):
+    with pytest.raises(ConfigurationError, match=r"missing\.toml"):
         TomlFileConfigSource.discover()
 
 
@@ -180,6 +180,6 @@ def test_str_list_parser_drops_blanks() -> None:
 
 
 def test_registering_a_different_key_under_a_taken_name_fails() -> None:
-    with pytest.raises(ValueError, match="store.url"):
+    with pytest.raises(ValueError, match=r"store\.url"):
         register_key(RatchetConfigKey("store.url", str, "other", ""))
     assert KEYS["store.url"] is STORE_URL

@@ -1,0 +1,118 @@
+"""AES-256-GCM payload encryption and the settings-backed key provider."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+
+import pytest
+
+from ratchet_api.errors import ConfigurationError, EncryptionError
+from ratchet_api.model import EncryptionContext, EncryptionKey, EncryptionSurface
+from ratchet_core.config import DefaultRatchetConfig
+from ratchet_core.encryption import AesGcmPayloadEncryption, SettingsKeyProvider
+
+engine = AesGcmPayloadEncryption()
+KEY = EncryptionKey(key_id="k1", material=os.urandom(32))
+
+
+def ctx(
+    job_id: uuid.UUID | None = None, surface: EncryptionSurface = EncryptionSurface.PAYLOAD
+) -> EncryptionContext:
+    return EncryptionContext(job_id=job_id or JOB, surface=surface, key_id="k1")
+
+
+JOB = uuid.uuid4()
+
+
+def test_round_trip() -> None:
+    plaintext = b'{"card": "4111"}'
+    ciphertext = engine.encrypt(plaintext, KEY, ctx())
+    assert plaintext not in ciphertext
+    assert len(ciphertext) == 12 + len(plaintext) + 16
+    assert engine.decrypt(ciphertext, KEY, ctx()) == plaintext
+    assert engine.algorithm_id() == "AES-256-GCM"
+
+
+def test_each_encryption_uses_a_fresh_nonce() -> None:
+    a, b = engine.encrypt(b"same", KEY, ctx()), engine.encrypt(b"same", KEY, ctx())
+    assert a[:12] != b[:12] and a != b
+
+
+def test_tampering_is_detected() -> None:
+    ciphertext = bytearray(engine.encrypt(b"amount=10", KEY, ctx()))
+    ciphertext[15] ^= 0x01
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        engine.decrypt(bytes(ciphertext), KEY, ctx())
+
+
+def test_ciphertext_is_bound_to_its_job_and_surface() -> None:
+    ciphertext = engine.encrypt(b"secret", KEY, ctx())
+    with pytest.raises(EncryptionError, match=str(JOB)) as info:
+        engine.decrypt(ciphertext, KEY, ctx(surface=EncryptionSurface.RESULT))
+    assert "RESULT" in str(info.value)
+    with pytest.raises(EncryptionError):
+        engine.decrypt(ciphertext, KEY, ctx(job_id=uuid.uuid4()))
+
+
+def test_wrong_key_and_short_input_are_refused() -> None:
+    ciphertext = engine.encrypt(b"secret", KEY, ctx())
+    other = EncryptionKey(key_id="k1", material=os.urandom(32))
+    with pytest.raises(EncryptionError):
+        engine.decrypt(ciphertext, other, ctx())
+    with pytest.raises(EncryptionError, match="too short"):
+        engine.decrypt(b"short", KEY, ctx())
+    with pytest.raises(EncryptionError, match="32"):
+        engine.encrypt(b"x", EncryptionKey(key_id="k1", material=b"16 bytes only!!!"), ctx())
+
+
+def b64(material: bytes) -> str:
+    return base64.b64encode(material).decode()
+
+
+def keys(values: dict[str, str]) -> SettingsKeyProvider:
+    return SettingsKeyProvider(DefaultRatchetConfig.from_dict(values))
+
+
+def test_key_provider_rotation() -> None:
+    old, new = os.urandom(32), os.urandom(32)
+    provider = keys(
+        {"encryption.keys": f"2024:{b64(old)},2025:{b64(new)}", "encryption.current_key_id": "2025"}
+    )
+    assert provider.current_key().material == new
+    assert provider.key_by_id("2024").material == old
+    with pytest.raises(EncryptionError, match="'2023'"):
+        provider.key_by_id("2023")
+
+
+def test_single_key_needs_no_current_id() -> None:
+    material = os.urandom(32)
+    assert keys({"encryption.keys": f"only:{b64(material)}"}).current_key().key_id == "only"
+
+
+def test_missing_keys_give_a_clear_error_only_when_asked() -> None:
+    provider = keys({})
+    with pytest.raises(EncryptionError, match="RATCHET_ENCRYPTION_KEYS"):
+        provider.current_key()
+
+
+def test_several_keys_without_current_id_is_an_error() -> None:
+    provider = keys({"encryption.keys": f"a:{b64(os.urandom(32))},b:{b64(os.urandom(32))}"})
+    with pytest.raises(EncryptionError, match="current_key_id"):
+        provider.current_key()
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("k1:not base64!", "not valid base64"),
+        (f"k1:{b64(os.urandom(16))}", "16 bytes"),
+        ("no-separator", "<id>:<base64 key>"),
+        (f"k1:{b64(os.urandom(32))},k1:{b64(os.urandom(32))}", "listed twice"),
+    ],
+)
+def test_malformed_keys_name_the_configuration_key(raw: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"encryption\.keys") as info:
+        keys({"encryption.keys": raw}).current_key()
+    assert message in str(info.value)
