@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -48,7 +49,10 @@ class DefaultAfterCommitRegistrar:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pending: dict[int, list[Callable[[], None]]] = {}
+        self._pending: weakref.WeakKeyDictionary[Any, list[Callable[[], None]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._installed: weakref.WeakKeyDictionary[Any, None] = weakref.WeakKeyDictionary()
         self._executor: ThreadPoolExecutor | None = None
 
     def register_after_commit(
@@ -73,6 +77,23 @@ class DefaultAfterCommitRegistrar:
             return AfterCommitResult.NO_ACTIVE_TRANSACTION
         return AfterCommitResult.REGISTRATION_FAILED
 
+    # ------------------------------------------------------------ shared bookkeeping
+
+    def _add(self, handle: Any, action: Callable[[], None], install: Callable[[], None]) -> None:
+        """Queue ``action`` for ``handle``'s current transaction; the event listeners are
+        installed once per handle (listeners cannot be removed while SQLAlchemy dispatches)."""
+        with self._lock:
+            self._pending.setdefault(handle, []).append(action)
+            needs_install = handle not in self._installed
+            if needs_install:
+                self._installed[handle] = None
+        if needs_install:
+            install()
+
+    def _take(self, handle: Any) -> list[Callable[[], None]] | None:
+        with self._lock:
+            return self._pending.pop(handle, None)
+
     # ------------------------------------------------------------ ORM sessions
 
     def _register_session(self, session: Any, action: Callable[[], None]) -> AfterCommitResult:
@@ -80,31 +101,20 @@ class DefaultAfterCommitRegistrar:
 
         if not session.in_transaction():
             return AfterCommitResult.NO_ACTIVE_TRANSACTION
-        key = id(session)
-        with self._lock:
-            actions = self._pending.get(key)
-            if actions is not None:
-                actions.append(action)
-                return AfterCommitResult.REGISTERED
-            actions = self._pending[key] = [action]
 
-        def finish(run: bool) -> None:
-            with self._lock:
-                current = self._pending.pop(key, None)
-            for name, fn in (("after_commit", on_commit), ("after_rollback", on_rollback)):
-                if event.contains(session, name, fn):
-                    event.remove(session, name, fn)
-            if run and current:
-                _run_all(current)
+        def install() -> None:
+            def on_commit(committed: Any) -> None:
+                actions = self._take(committed)
+                if actions:
+                    _run_all(actions)
 
-        def on_commit(_: Any) -> None:
-            finish(True)
+            def on_rollback(rolled_back: Any) -> None:
+                self._take(rolled_back)
 
-        def on_rollback(_: Any) -> None:
-            finish(False)
+            event.listen(session, "after_commit", on_commit)
+            event.listen(session, "after_rollback", on_rollback)
 
-        event.listen(session, "after_commit", on_commit)
-        event.listen(session, "after_rollback", on_rollback)
+        self._add(session, action, install)
         return AfterCommitResult.REGISTERED
 
     # ------------------------------------------------------------ Core connections
@@ -114,34 +124,22 @@ class DefaultAfterCommitRegistrar:
 
         if not conn.in_transaction():
             return AfterCommitResult.NO_ACTIVE_TRANSACTION
-        transaction = conn.get_transaction()
-        key = id(conn)
-        with self._lock:
-            actions = self._pending.get(key)
-            if actions is not None:
-                actions.append(action)
-                return AfterCommitResult.REGISTERED
-            actions = self._pending[key] = [action]
 
-        def finish() -> list[Callable[[], None]] | None:
-            with self._lock:
-                current = self._pending.pop(key, None)
-            for name, fn in (("commit", on_commit), ("rollback", on_rollback)):
-                if event.contains(conn, name, fn):
-                    event.remove(conn, name, fn)
-            return current
+        def install() -> None:
+            def on_commit(committing: Any) -> None:
+                actions = self._take(committing)
+                if actions:
+                    # the event fires before the driver commits: run once the transaction ended
+                    transaction = committing.get_transaction()
+                    self._background().submit(self._after_transaction, transaction, actions)
 
-        def on_commit(_: Any) -> None:
-            current = finish()
-            if current:
-                # the event fires before the driver commits: run once the transaction ended
-                self._background().submit(self._after_transaction, transaction, current)
+            def on_rollback(rolled_back: Any) -> None:
+                self._take(rolled_back)
 
-        def on_rollback(_: Any) -> None:
-            finish()
+            event.listen(conn, "commit", on_commit)
+            event.listen(conn, "rollback", on_rollback)
 
-        event.listen(conn, "commit", on_commit)
-        event.listen(conn, "rollback", on_rollback)
+        self._add(conn, action, install)
         return AfterCommitResult.REGISTERED
 
     def _background(self) -> ThreadPoolExecutor:
