@@ -198,3 +198,16 @@ def bulk_item(n: int) -> int:
 def describe_node(node: NodeIdentity) -> str:
     """Its hint names ``ratchet_api.model.NodeIdentity``, outside the ``tests.`` allowlist."""
     return f"{node.node_id}@{node.host}"
+
+
+ASYNC_RUNNING: dict[str, int] = {}
+ASYNC_PEAK: dict[str, int] = {}
+
+
+async def async_overlap(key: str, value: int, ms: int) -> int:
+    """Records how many coroutines of ``key`` run at once (``ASYNC_PEAK[key]``)."""
+    ASYNC_RUNNING[key] = ASYNC_RUNNING.get(key, 0) + 1
+    ASYNC_PEAK[key] = max(ASYNC_PEAK.get(key, 0), ASYNC_RUNNING[key])
+    await asyncio.sleep(ms / 1000)
+    ASYNC_RUNNING[key] -= 1
+    return value

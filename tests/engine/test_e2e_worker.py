@@ -1,0 +1,261 @@
+"""End to end on every store: enqueue through the scheduler, run with a real worker, read back.
+
+The session databases are shared, so each test selects its own jobs by id.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from ratchet_api.model import BackoffPolicy, JobStatus, NodeIdentity
+from ratchet_api.store.protocols import JobAuditStore
+from tests.engine import targets
+from tests.engine.conftest import build_container, migrate
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def status_of(engine: Any, job_id: uuid.UUID) -> JobStatus:
+    job = engine.job_store().find_by_id(job_id)
+    assert job is not None
+    return JobStatus(job.status)
+
+
+def test_enqueued_job_runs_and_its_result_is_stored(engine: Any, make_worker: Any) -> None:
+    scheduler = engine.scheduler()
+    job_id = scheduler.enqueue(targets.add, 2, 3)
+    stats = make_worker(engine).run_until_idle(20)
+    assert stats.idle
+    result = scheduler.result(job_id)
+    assert result.status is JobStatus.SUCCEEDED
+    assert result.value == 5
+    job = scheduler.get(job_id)
+    assert job.attempt == 1 and job.owner is None and job.finished_at is not None
+
+
+def test_failing_job_is_retried_then_succeeds(engine: Any, make_worker: Any) -> None:
+    key = f"flaky-{uuid.uuid4()}"
+    scheduler = engine.scheduler()
+    job_id = (
+        scheduler.job(targets.flaky)
+        .args(key, 2)
+        .max_retries(3)
+        .backoff(BackoffPolicy.fixed(0.05))
+        .enqueue()
+    )
+    make_worker(engine).run_until_idle(20)
+    job = scheduler.get(job_id)
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.attempt == 3
+    assert scheduler.result(job_id).value == f"{key} ok after 3"
+    audit = engine.job_store().capability(JobAuditStore)
+    if audit is not None:
+        records = audit.find_executions_by_job_id(job_id)
+        assert [r.status for r in records] == [
+            JobStatus.FAILED,
+            JobStatus.FAILED,
+            JobStatus.SUCCEEDED,
+        ]
+        assert [r.attempt for r in records] == [1, 2, 3]
+        assert "ConnectionError" in (records[0].error or "")
+
+
+def test_exhausted_retries_dead_letter_with_a_sanitized_error(
+    engine: Any, make_worker: Any
+) -> None:
+    scheduler = engine.scheduler()
+    job_id = (
+        scheduler.job(targets.fail_always)
+        .args("cannot reach postgresql://admin:hunter2@db.internal/app password=hunter2")
+        .max_retries(1)
+        .backoff(BackoffPolicy.fixed(0.02))
+        .enqueue()
+    )
+    stats = make_worker(engine).run_until_idle(20)
+    job = scheduler.get(job_id)
+    assert job.status is JobStatus.FAILED
+    assert job.attempt == 2  # the first attempt and one retry
+    assert job.last_error is not None
+    assert "RuntimeError" in job.last_error
+    assert "hunter2" not in job.last_error
+    assert stats.failed >= 1 and stats.retried >= 1
+
+
+def test_cancelled_pending_job_never_runs(engine: Any, make_worker: Any) -> None:
+    scheduler = engine.scheduler()
+    key = f"cancelled-{uuid.uuid4()}"
+    job_id = scheduler.enqueue(targets.record, key, 1)
+    assert scheduler.cancel(job_id)
+    make_worker(engine).run_until_idle(10)
+    assert status_of(engine, job_id) is JobStatus.CANCELLED
+    assert all(name != key for name, _ in targets.CALLS)
+
+
+def test_paused_job_waits_until_resumed(engine: Any, make_worker: Any) -> None:
+    scheduler = engine.scheduler()
+    job_id = scheduler.enqueue(targets.add, 1, 1)
+    assert scheduler.pause(job_id)
+    make_worker(engine).run_until_idle(10)
+    assert status_of(engine, job_id) is JobStatus.PAUSED
+    assert scheduler.resume(job_id)
+    make_worker(engine).run_until_idle(10)
+    assert scheduler.result(job_id).value == 2
+
+
+def test_scheduled_job_does_not_run_before_its_time(engine: Any, make_worker: Any) -> None:
+    scheduler = engine.scheduler()
+    job_id = scheduler.schedule(timedelta(seconds=1.5), targets.add, 4, 4)
+    worker = make_worker(engine)
+    worker.start()
+    time.sleep(0.8)
+    assert status_of(engine, job_id) is JobStatus.PENDING
+    assert wait_for(lambda: status_of(engine, job_id) is JobStatus.SUCCEEDED, 10)
+    job = scheduler.get(job_id)
+    assert job.started_at >= job.scheduled_at
+
+
+def test_async_jobs_run_concurrently_on_the_event_loop(engine: Any, make_worker: Any) -> None:
+    scheduler = engine.scheduler()
+    key = f"async-{uuid.uuid4()}"
+    ids = [scheduler.enqueue(targets.async_overlap, key, i, 200) for i in range(6)]
+    plain = scheduler.enqueue(targets.async_add, 2, 5)
+    make_worker(engine, concurrency=6, prefetch=0).run_until_idle(20)
+    assert [scheduler.result(i).value for i in ids] == list(range(6))
+    assert scheduler.result(plain).value == 7
+    assert targets.ASYNC_PEAK[key] > 1  # the coroutines overlapped on one loop
+
+
+def test_list_of_attrs_instances_is_restored_in_the_running_job(
+    engine: Any, make_worker: Any
+) -> None:
+    scheduler = engine.scheduler()
+    orders = [
+        targets.Order(id=1, item="tea", price=Decimal("2.50")),
+        targets.Order(id=2, item="cake", price=Decimal("3.25")),
+    ]
+    job_id = scheduler.enqueue(targets.total_price, orders)
+    make_worker(engine).run_until_idle(20)
+    assert scheduler.result(job_id).value == "5.75"
+
+
+def test_class_refused_by_a_narrower_policy_at_dispatch_goes_to_dead_letter(
+    store_url: str, engine: Any, make_worker: Any
+) -> None:
+    permissive = build_container(store_url, **{"security.allowed_packages": "tests.,ratchet_api."})
+    job_id = permissive.scheduler().enqueue(
+        targets.describe_node, NodeIdentity(node_id="n1", host="h")
+    )
+    # `engine` allows only "tests.": the worker must refuse the stored NodeIdentity hint.
+    stats = make_worker(engine).run_until_idle(20)
+    job = engine.scheduler().get(job_id)
+    assert job.status is JobStatus.FAILED
+    assert job.attempt == 1  # refused before running, never retried
+    assert "ratchet_api.model.NodeIdentity" in (job.last_error or "")
+    assert "refused at dispatch" in (job.last_error or "")
+    assert stats.failed >= 1
+    permissive.job_store().close()
+
+
+def test_job_context_log_lines_land_in_the_stored_job_log(engine: Any, make_worker: Any) -> None:
+    audit = engine.job_store().capability(JobAuditStore)
+    if audit is None:
+        pytest.skip("store has no JobAuditStore capability (no stored job logs)")
+    scheduler = engine.scheduler()
+    job_id = scheduler.enqueue(targets.uses_context, 21)
+    make_worker(engine).run_until_idle(20)
+    assert scheduler.result(job_id).value == 42
+    lines = audit.find_logs_by_job_id(job_id)
+    assert [line.message for line in lines] == ["running with 21"]
+    assert lines[0].attempt == 1
+
+
+def test_completion_of_a_job_cancelled_while_running_does_not_overwrite(
+    engine: Any, make_worker: Any
+) -> None:
+    scheduler = engine.scheduler()
+    key = f"gate-{uuid.uuid4()}"
+    started = targets.STARTED.setdefault(key, threading.Event())
+    release = targets.GATES.setdefault(key, threading.Event())
+    job_id = scheduler.enqueue(targets.gate, key)
+    worker = make_worker(engine)
+    worker.start()
+    assert started.wait(10)
+    assert scheduler.cancel(job_id)
+    release.set()
+    assert wait_for(lambda: worker.stats.stale >= 1, 10)
+    job = scheduler.get(job_id)
+    assert job.status is JobStatus.CANCELLED
+    assert job.result is None
+
+
+def test_jobs_of_a_dead_node_are_recovered_and_exhausted_ones_dead_lettered(
+    engine: Any, make_worker: Any
+) -> None:
+    from ratchet_api.store.entities import NodeEntity
+
+    store = engine.job_store()
+    scheduler = engine.scheduler()
+    dead = f"dead-{uuid.uuid4().hex[:8]}"
+    store.upsert_heartbeat(NodeEntity(node_id=dead))
+    retryable = scheduler.job(targets.add).args(20, 22).max_retries(2).enqueue()
+    exhausted = scheduler.job(targets.add).args(1, 1).max_retries(0).enqueue()
+    claimed: set[uuid.UUID] = set()
+    while {retryable, exhausted} - claimed:  # the dead node claims both, then "crashes"
+        batch = store.claim_next_batch(dead, 50)
+        assert batch, "the dead node could not claim the test jobs"
+        claimed.update(j.id for j in batch)
+        for other in batch:
+            if other.id not in (retryable, exhausted):
+                store.release_claim(other.id, other.claim_seq)
+    time.sleep(2.2)  # node_timeout of the fast settings is 2 s
+    worker = make_worker(engine)
+    worker.start()
+    assert wait_for(
+        lambda: (
+            status_of(engine, retryable) is JobStatus.SUCCEEDED
+            and status_of(engine, exhausted) is JobStatus.FAILED
+        ),
+        15,
+    )
+    assert scheduler.get(retryable).attempt == 2  # the lost attempt counted
+    assert "WorkerLost" in (scheduler.get(exhausted).last_error or "")
+    assert dead not in {n.node_id for n in store.find_all_nodes()}
+
+
+def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    container = build_container(sqlite_url)
+    migrate(container.job_store())
+    scheduler = container.scheduler()
+    key = f"gate-{uuid.uuid4()}"
+    started = targets.STARTED.setdefault(key, threading.Event())
+    release = targets.GATES.setdefault(key, threading.Event())
+    blocker = scheduler.enqueue(targets.gate, key)
+    waiting = [scheduler.enqueue(targets.add, i, i) for i in range(3)]
+    worker = make_worker(container, concurrency=1, prefetch=5)
+    worker.start()
+    assert started.wait(10)
+    assert wait_for(lambda: worker.stats.claimed >= 4, 5)
+    threading.Timer(0.3, release.set).start()
+    stats = worker.stop(timeout=5)
+    assert stats.released == 3
+    assert status_of(container, blocker) is JobStatus.SUCCEEDED
+    for job_id in waiting:
+        job = scheduler.get(job_id)
+        assert job.status is JobStatus.PENDING and job.attempt == 0 and job.owner is None
+    container.job_store().close()
