@@ -1,0 +1,27 @@
+"""Ratchet job targets and Django tasks of the test project."""
+
+from __future__ import annotations
+
+from django.db import connections
+from django_tasks import task
+
+from tests.integrations.django_project.shop.models import Order
+
+
+def process_order(order_id: int, alias: str) -> str:
+    """Mark the order processed through the ORM (proves the job ran in the worker)."""
+    try:
+        updated = Order.objects.using(alias).filter(pk=order_id).update(processed=True)
+        return f"processed {updated}"
+    finally:
+        connections.close_all()
+
+
+@task()
+def multiply(a: int, b: int) -> int:
+    return a * b
+
+
+@task()
+def explode(message: str) -> None:
+    raise ValueError(message)

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Order(models.Model):
+    item = models.CharField(max_length=100)
+    processed = models.BooleanField(default=False)
+
+    class Meta:
+        app_label = "shop"
