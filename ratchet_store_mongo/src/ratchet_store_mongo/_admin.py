@@ -21,7 +21,14 @@ from ratchet_api.store.entities import (
     JobQuery,
     SortOrder,
 )
-from ratchet_store_mongo._base import TERMINAL, Doc, MongoBase, require_positive, require_uuid
+from ratchet_store_mongo._base import (
+    TERMINAL,
+    Doc,
+    MongoBase,
+    require_key,
+    require_positive,
+    require_uuid,
+)
 from ratchet_store_mongo.documents import (
     from_document,
     job_from_document,
@@ -123,7 +130,7 @@ class AdminMixin(MongoBase):
             filt["batch_id"] = query.batch_id
         created: Doc = {}
         if query.created_after is not None:
-            created["$gt"] = to_bson_datetime(query.created_after, "created_after")
+            created["$gte"] = to_bson_datetime(query.created_after, "created_after")
         if query.created_before is not None:
             created["$lt"] = to_bson_datetime(query.created_before, "created_before")
         if created:
@@ -197,7 +204,9 @@ class AdminMixin(MongoBase):
     def _percentile(self, percentile: float, match: Doc, start: str, end: str) -> timedelta | None:
         if not 0 <= percentile <= 100:
             raise StoreDataError("percentile", f"must be between 0 and 100, got {percentile!r}")
-        match = {**match, start: {"$type": "date"}, end: {"$type": "date"}}
+        match = dict(match)
+        for field in (start, end):
+            match[field] = {**match.get(field, {}), "$type": "date"}
         total = self._jobs.count_documents(match, session=self._session)
         if total == 0:
             return None
@@ -284,14 +293,22 @@ class AdminMixin(MongoBase):
             raise JobNotFoundError(job_id)
         return doc
 
+    def _ext_doc(self, job_id: UUID, projection: Doc) -> Doc | None:
+        """The extension data of a job, live or archived (archiving moves it with the job)."""
+        for name in ("jobs", "archive"):
+            doc = self._col(name).find_one({"_id": job_id}, projection, session=self._session)
+            if doc is not None:
+                return doc
+        return None
+
     @translated("put_property")
     def put_property(self, job_id: UUID, key: str, value: str) -> bool:
         require_uuid(job_id, "job_id")
-        for field, text in (("key", key), ("value", value)):
-            if not isinstance(text, str):
-                raise StoreDataError(
-                    field, f"must be a string, got {type(text).__name__}", job_id=job_id
-                )
+        require_key(key, "key", job_id)
+        if not isinstance(value, str):
+            raise StoreDataError(
+                "value", f"must be a string, got {type(value).__name__}", job_id=job_id
+            )
         result = self._jobs.update_one(
             {"_id": job_id, "props.k": {"$ne": key}},
             {"$push": {"props": {"k": key, "v": value}}},
@@ -304,12 +321,12 @@ class AdminMixin(MongoBase):
 
     @translated("get_property")
     def get_property(self, job_id: UUID, key: str) -> str | None:
-        doc = self._jobs.find_one({"_id": job_id}, {"props": 1}, session=self._session)
+        doc = self._ext_doc(job_id, {"props": 1})
         return None if doc is None else _props(doc, job_id).get(key)
 
     @translated("get_properties_by_prefix")
     def get_properties_by_prefix(self, job_id: UUID, prefix: str) -> dict[str, str]:
-        doc = self._jobs.find_one({"_id": job_id}, {"props": 1}, session=self._session)
+        doc = self._ext_doc(job_id, {"props": 1})
         if doc is None:
             return {}
         return {k: v for k, v in sorted(_props(doc, job_id).items()) if k.startswith(prefix)}
@@ -318,14 +335,21 @@ class AdminMixin(MongoBase):
     def properties_for_jobs(self, job_ids: Sequence[UUID]) -> Mapping[UUID, dict[str, str]]:
         if not job_ids:
             return {}
-        cursor = self._jobs.find(
-            {"_id": {"$in": list(job_ids)}}, {"props": 1}, session=self._session
-        )
-        return {d["_id"]: _props(d, d["_id"]) for d in cursor}
+        found: dict[UUID, dict[str, str]] = {}
+        missing = list(job_ids)
+        for name in ("jobs", "archive"):
+            if not missing:
+                break
+            cursor = self._col(name).find(
+                {"_id": {"$in": missing}}, {"props": 1}, session=self._session
+            )
+            found.update({d["_id"]: _props(d, d["_id"]) for d in cursor})
+            missing = [i for i in missing if i not in found]
+        return found
 
     @translated("get_state")
     def get_state(self, job_id: UUID, namespace: str) -> VersionedState | None:
-        doc = self._jobs.find_one({"_id": job_id}, {"state": 1}, session=self._session)
+        doc = self._ext_doc(job_id, {"state": 1})
         if doc is None:
             return None
         for entry in doc.get("state") or []:
@@ -354,6 +378,7 @@ class AdminMixin(MongoBase):
         self, job_id: UUID, namespace: str, state: str, expected_claim_seq: int | None = None
     ) -> StateWriteResult:
         require_uuid(job_id, "job_id")
+        require_key(namespace, "namespace", job_id)
         if not isinstance(state, str):
             raise StoreDataError(
                 "state", f"must be a string, got {type(state).__name__}", job_id=job_id
@@ -378,6 +403,7 @@ class AdminMixin(MongoBase):
     ) -> StateWriteResult:
         require_uuid(job_id, "job_id")
         require_positive(expected_version, "expected_version")
+        require_key(namespace, "namespace", job_id)
         if not isinstance(state, str):
             raise StoreDataError(
                 "state", f"must be a string, got {type(state).__name__}", job_id=job_id

@@ -16,6 +16,7 @@ from pymongo.database import Database
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.model import TERMINAL_STATUSES
+from ratchet_api.store.entities import MAX_KEY_LENGTH
 from ratchet_store_mongo.documents import to_bson_datetime
 
 T = TypeVar("T")
@@ -63,6 +64,18 @@ def now_minus(delta: timedelta) -> Doc:
 def require_positive(value: int, field: str) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise StoreDataError(field, f"must be a non-negative integer, got {value!r}")
+
+
+def require_key(value: str, field: str, job_id: UUID | None = None) -> str:
+    """A non-empty key of at most ``MAX_KEY_LENGTH`` characters (property key, namespace, lock
+    name, resource key, signal key)."""
+    if not isinstance(value, str) or not value:
+        raise StoreDataError(field, f"must be a non-empty string, got {value!r}", job_id=job_id)
+    if len(value) > MAX_KEY_LENGTH:
+        raise StoreDataError(
+            field, f"is {len(value)} characters, the limit is {MAX_KEY_LENGTH}", job_id=job_id
+        )
+    return value
 
 
 def require_uuid(value: UUID, field: str) -> None:
@@ -120,6 +133,7 @@ __all__ = [
     "lit",
     "now_minus",
     "now_plus",
+    "require_key",
     "require_positive",
     "require_uuid",
     "set_stage",

@@ -17,7 +17,7 @@ from pymongo.errors import DuplicateKeyError
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.store.entities import LockEntity, NodeEntity
-from ratchet_store_mongo._base import NOW, Doc, MongoBase, lit, now_plus
+from ratchet_store_mongo._base import NOW, Doc, MongoBase, lit, now_plus, require_key
 from ratchet_store_mongo.documents import from_document, to_bson_datetime, to_document
 from ratchet_store_mongo.errors import translated
 
@@ -29,9 +29,7 @@ def _check_ttl(ttl: timedelta, field: str = "ttl") -> timedelta:
 
 
 def _check_name(value: str, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise StoreDataError(field, f"must be a non-empty string, got {value!r}")
-    return value
+    return require_key(value, field)
 
 
 class ClusterMixin(MongoBase):

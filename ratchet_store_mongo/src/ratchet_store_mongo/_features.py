@@ -19,7 +19,7 @@ from ratchet_api.store.entities import (
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
-from ratchet_store_mongo._base import MongoBase, require_positive, set_stage
+from ratchet_store_mongo._base import MongoBase, require_key, require_positive, set_stage
 from ratchet_store_mongo.documents import (
     from_document,
     job_from_document,
@@ -211,6 +211,7 @@ class FeaturesMixin(MongoBase):
 
     @translated("deliver_signal_by_key")
     def deliver_signal_by_key(self, signal_key: str, payload: str | None) -> int:
+        require_key(signal_key, "signal_key")
         return self._deliver({"signal_key": signal_key}, payload, many=True)
 
     @translated("find_timed_out_signal_jobs")

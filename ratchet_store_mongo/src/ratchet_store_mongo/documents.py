@@ -182,12 +182,25 @@ def from_document(cls: type[T], doc: Mapping[str, Any], *, writing: bool = False
         raise StoreDataError(field, f"{what}: {reason}", job_id=job_id) from exc
 
 
+def _reason(exc: StoreDataError) -> str:
+    return str(exc).split(": ", 1)[1] if ": " in str(exc) else str(exc)
+
+
 def to_document(entity: object) -> dict[str, Any]:
     """The document of ``entity`` (datetimes truncated to milliseconds).
 
     The document is read back through ``from_document`` before it is returned, so a value
     that could not be read later (a status that is not a ``JobStatus``, a string where a number
     belongs) is refused now with ``StoreDataError``, before anything is written."""
+    job_id = entity.id if isinstance(entity, JobEntity) else None
+    cls: Any = type(entity)
+    for attribute in attrs.fields(cls):
+        value = getattr(entity, attribute.name)
+        if isinstance(value, datetime):
+            try:
+                to_bson_datetime(value, attribute.name)
+            except StoreDataError as exc:
+                raise StoreDataError(attribute.name, _reason(exc), job_id=job_id) from None
     doc: dict[str, Any] = _converter.unstructure(entity, unstructure_as=type(entity))
     from_document(type(entity), doc, writing=True)
     return doc
