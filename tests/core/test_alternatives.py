@@ -163,7 +163,8 @@ def test_non_conforming_instance_from_a_provider_is_refused(
 def test_instance_of_unknown_type_is_checked_when_first_provided(
     container: RatchetDynamicContainer,
 ) -> None:
-    def make_policy():  # type: ignore[no-untyped-def] - no return annotation on purpose
+    # No return annotation on purpose: what it produces is only known when called.
+    def make_policy():  # type: ignore[no-untyped-def]
         return HalfARetryPolicy()
 
     container.alternatives.register(RetryPolicy, providers.Callable(make_policy))
