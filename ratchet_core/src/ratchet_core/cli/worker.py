@@ -1,0 +1,194 @@
+"""``ratchet worker``: run a worker in the foreground until SIGTERM/SIGINT (or, with
+``--burst``, until no due job is left)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import click
+
+from ratchet_api.errors import RatchetError
+
+
+def _status_line(worker: Any, started: float) -> Any:
+    from rich.text import Text
+
+    s = worker.stats
+    elapsed = time.monotonic() - started
+    rate = s.succeeded / elapsed if elapsed > 0 else 0.0
+    line = Text()
+    line.append("ratchet worker ", style="bold")
+    line.append(f"{worker.node_id}  ", style="dim")
+    line.append(f"claimed {s.claimed}  ")
+    line.append(f"running {s.running}  ", style="cyan")
+    line.append(f"done {s.succeeded}  ", style="green")
+    line.append(f"failed {s.failed}  ", style="red" if s.failed else "")
+    line.append(f"retried {s.retried}  ", style="yellow" if s.retried else "")
+    line.append(f"({rate:.0f}/s)", style="dim")
+    return line
+
+
+def _summary(stats: Any) -> str:
+    return (
+        f"claimed {stats.claimed}, succeeded {stats.succeeded}, failed {stats.failed}, "
+        f"retried {stats.retried}, released {stats.released}, stale {stats.stale}"
+    )
+
+
+def _configure_logging(level: str) -> None:
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=_stderr(), show_path=False, rich_tracebacks=True)
+    # Libraries (alembic, drivers) log at WARNING; Ratchet's own loggers at the chosen level.
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
+    logging.getLogger("ratchet").setLevel(level.upper())
+
+
+def _stderr() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+@click.command("worker")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=click.IntRange(min=1),
+    help="Jobs of one execution type that run at once (worker.concurrency).",
+)
+@click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    help="Claimed jobs that may wait for a slot (worker.prefetch; default: the concurrency).",
+)
+@click.option(
+    "--targets",
+    "--queues",
+    "targets",
+    metavar="LABEL[,LABEL...]",
+    help="Only run jobs with these execution target labels, plus jobs without a label "
+    "(worker.execution_targets).",
+)
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit (code 0) once no due job is left instead of waiting for new work.",
+)
+@click.option(
+    "--burst-timeout",
+    type=click.FloatRange(min=0.1),
+    default=3600.0,
+    show_default=True,
+    help="With --burst: give up (exit code 1) after this many seconds.",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    help="Seconds running jobs get to finish on SIGTERM/SIGINT (worker.shutdown_timeout).",
+)
+@click.option(
+    "--status/--no-status",
+    default=None,
+    help="Show the live status line (default: when stderr is a terminal).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+@click.pass_context
+def worker_command(  # noqa: PLR0917 - click passes options positionally
+    ctx: click.Context,
+    concurrency: int | None,
+    prefetch: int | None,
+    targets: str | None,
+    burst: bool,
+    burst_timeout: float,
+    shutdown_timeout: float | None,
+    status: bool | None,
+    log_level: str,
+) -> None:
+    """Run a worker: claim due jobs from the store and execute them.
+
+    The worker stops gracefully on SIGTERM or SIGINT (Ctrl-C): it stops claiming, gives back
+    claimed jobs that have not started, lets running jobs finish for up to the shutdown
+    timeout, writes their outcomes and exits with code 0.
+
+    \b
+    Examples:
+      ratchet --app containers:create_container worker -c 8
+      ratchet --set store.url=postgresql+psycopg://localhost/app worker --targets gpu
+      ratchet worker --burst          # run what is due, then exit
+    """
+    from ratchet_core.cli import get_container
+
+    overrides: dict[str, str] = {}
+    if concurrency is not None:
+        overrides["worker.concurrency"] = str(concurrency)
+    if prefetch is not None:
+        overrides["worker.prefetch"] = str(prefetch)
+    if targets is not None:
+        overrides["worker.execution_targets"] = targets
+    if shutdown_timeout is not None:
+        overrides["worker.shutdown_timeout"] = str(shutdown_timeout)
+    root = ctx.find_root()
+    state = root.obj
+    if overrides and state is not None and hasattr(state, "settings"):
+        state.settings.update(overrides)
+
+    _configure_logging(log_level)
+    container = get_container(ctx)
+    try:
+        worker = container.worker()
+    except RatchetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    show_status = sys.stderr.isatty() if status is None else status
+    started = time.monotonic()
+    live: Any = None
+    if show_status:
+        from rich.live import Live
+
+        live = Live(
+            get_renderable=lambda: _status_line(worker, started),
+            console=_stderr(),
+            refresh_per_second=4,
+            transient=False,
+        )
+        live.start()
+    exit_code = 0
+    try:
+        if burst:
+            stats = worker.run_until_idle(burst_timeout)
+            if not stats.idle:
+                exit_code = 1
+                click.echo(f"--burst: work left after {burst_timeout:g}s", err=True)
+        else:
+            stats = worker.run_forever()
+    except RatchetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        if live is not None:
+            live.stop()
+        _close(container)
+    click.echo(f"worker {worker.node_id} stopped: {_summary(stats)}", err=True)
+    ctx.exit(exit_code)
+
+
+def _close(container: Any) -> None:
+    for name in ("cluster_coordinator", "job_store"):
+        try:
+            getattr(container, name)().close()
+        except Exception:
+            logging.getLogger("ratchet.cli").debug("closing %s failed", name, exc_info=True)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(worker_command)
+
+
+__all__ = ["register", "worker_command"]
