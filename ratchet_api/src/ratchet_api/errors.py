@@ -67,7 +67,8 @@ class ClassNotAllowedError(RatchetError, PermissionError):
         suffix = f" ({where})" if where else ""
         super().__init__(
             f"class {class_name!r} is not allowed by the ClassPolicy{suffix}; "
-            "add its package prefix to RATCHET_ALLOWED_PACKAGES"
+            "add its package prefix to security.allowed_packages "
+            "(environment variable RATCHET_SECURITY_ALLOWED_PACKAGES)"
         )
         self.class_name = class_name
 

@@ -1,0 +1,118 @@
+"""``ratchet enqueue module:function [ARGS...]``: create a job from the command line."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from ratchet_api.model import JobPriority
+from ratchet_core.cli import get_container
+from ratchet_core.cli.db import apply_url, ratchet_errors, url_option
+from ratchet_core.scheduler import SchedulerService
+
+
+def _json_or_text(value: str) -> Any:
+    """A JSON value (``42``, ``"x"``, ``[1, 2]``, ``{"id": 1}``); anything that is not valid
+    JSON is taken as a plain string (``ada`` -> ``"ada"``)."""
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def import_target(spec: str) -> Any:
+    """The function named by ``module:qualname`` (the current directory is importable)."""
+    module_name, sep, qualname = spec.partition(":")
+    if not sep or not module_name or not qualname:
+        raise click.BadParameter(
+            f"expected module:function (for example myapp.jobs:send_email), got {spec!r}",
+            param_hint="TARGET",
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise click.ClickException(
+                f"module {module_name!r} has no attribute {qualname!r}"
+            ) from None
+    return obj
+
+
+@click.command("enqueue")
+@click.argument("target", metavar="MODULE:FUNCTION")
+@click.argument("args", nargs=-1, metavar="[ARGS]...")
+@click.option(
+    "--kwarg",
+    "-k",
+    "kwargs",
+    multiple=True,
+    metavar="NAME=JSON",
+    help="A keyword argument (repeatable), e.g. -k count=3.",
+)
+@click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run after SECONDS.")
+@click.option(
+    "--priority",
+    type=click.Choice([p.name.lower() for p in JobPriority], case_sensitive=False),
+    default=None,
+)
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--max-retries", type=click.IntRange(min=0), default=None)
+@click.option("--idempotency-key", default=None, help="Enqueue at most once per key.")
+@url_option
+def enqueue_command(  # noqa: PLR0917 - click passes options positionally
+    target: str,
+    args: tuple[str, ...],
+    kwargs: tuple[str, ...],
+    delay: float | None,
+    priority: str | None,
+    tags: tuple[str, ...],
+    max_retries: int | None,
+    idempotency_key: str | None,
+    store_url: str | None,
+) -> None:
+    """Enqueue MODULE:FUNCTION with ARGS given as JSON values (text that is not JSON is
+    passed as a string). Prints the job id.
+
+    \b
+    Examples:
+      ratchet enqueue myapp.jobs:send_email 42 '"welcome"'
+      ratchet enqueue myapp.jobs:ship '[{"id": 1, "item": "tea"}]' --delay 60
+    """
+    fn = import_target(target)
+    keyword: dict[str, Any] = {}
+    for item in kwargs:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"expected NAME=JSON, got {item!r}", param_hint="--kwarg")
+        keyword[name.strip()] = _json_or_text(raw)
+    apply_url(store_url)
+    with ratchet_errors():
+        scheduler: SchedulerService = get_container().scheduler()
+        builder = scheduler.job(fn).args(*(_json_or_text(a) for a in args)).kwargs(**keyword)
+        if delay:
+            builder.delay(delay)
+        if priority:
+            builder.priority(priority)
+        if tags:
+            builder.tags(*tags)
+        if max_retries is not None:
+            builder.max_retries(max_retries)
+        if idempotency_key:
+            builder.idempotency_key(idempotency_key)
+        job_id = builder.enqueue()
+    click.echo(str(job_id))
+
+
+def register(group: click.Group) -> None:
+    group.add_command(enqueue_command)
