@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import functools
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 import sqlalchemy as sa
@@ -15,7 +17,12 @@ from ratchet_store_sql import schema as s
 from ratchet_store_sql._convert import row_to_job
 from ratchet_store_sql._dialects import Dialect
 from ratchet_store_sql._engine import IMMEDIATE
-from ratchet_store_sql._errors import translate
+from ratchet_store_sql._errors import ConflictError, translate
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="SqlBase")
+CONFLICT_RETRIES = 4
 
 CHUNK = 500
 """Most ids bound into one IN list (keeps every backend under its parameter limit)."""
@@ -24,6 +31,26 @@ CHUNK = 500
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def retry_conflicts(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], R]:
+    """Retry a whole store call after a deadlock/serialization failure (its transaction was
+    rolled back, so nothing of it persisted). Never inside a caller's transaction."""
+
+    @functools.wraps(method)
+    def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return method(self, *args, **kwargs)
+            except ConflictError:
+                if self._bound is not None or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                time.sleep(0.002 * (3**attempt))
+        raise AssertionError("unreachable")
+
+    return wrapper
 
 
 class SqlBase:
@@ -116,4 +143,4 @@ class SqlBase:
         return self._jobs_from_rows(conn, list(conn.execute(stmt).mappings()))
 
 
-__all__ = ["CHUNK", "SqlBase", "chunks"]
+__all__ = ["CHUNK", "SqlBase", "chunks", "retry_conflicts"]

@@ -32,7 +32,7 @@ from ratchet_api.store.entities import (
     WorkflowConditionEntity,
 )
 from ratchet_store_sql import schema as s
-from ratchet_store_sql._base import SqlBase, chunks
+from ratchet_store_sql._base import SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
     JOB_FIELDS,
     batch_to_row,
@@ -97,6 +97,7 @@ class RecurringOperations(SqlBase):
         with self._read("find_due_recurring") as conn:
             return [row_to_recurring(x) for x in conn.execute(stmt).mappings()]
 
+    @retry_conflicts
     def advance_next_fire(
         self, name: str, expected_fire_at: datetime, next_fire_at: datetime
     ) -> bool:
@@ -164,6 +165,7 @@ class BatchOperations(SqlBase):
                 == 1
             )
 
+    @retry_conflicts
     def increment_finished(self, batch_id: UUID, succeeded: bool) -> BatchEntity:
         b = s.batches
         column = "succeeded" if succeeded else "failed"
@@ -176,6 +178,7 @@ class BatchOperations(SqlBase):
                 raise InvalidStateTransitionError(f"batch {batch_id} does not exist")
             return batch
 
+    @retry_conflicts
     def mark_batch_complete_if_ready(self, batch_id: UUID) -> bool:
         b = s.batches
         with self._write("mark_batch_complete_if_ready") as conn:
@@ -268,6 +271,7 @@ class SignalOperations(SqlBase):
 
 
 class PermitOperations(SqlBase):
+    @retry_conflicts
     def try_acquire_permit(
         self, resource_key: str, holder: str, limit: int, ttl: timedelta
     ) -> bool:
@@ -279,22 +283,26 @@ class PermitOperations(SqlBase):
         now = d.now()
         with self._write("try_acquire_permit") as conn:
             # Serialize acquirers of one resource on a guard row (BEGIN IMMEDIATE on SQLite).
-            conn.execute(
-                d.insert_ignore(r),
-                [
-                    {
-                        "resource_key": resource_key,
-                        "holder": SENTINEL,
-                        "acquired_at": _EPOCH,
-                        "expires_at": _EPOCH,
-                    }
-                ],
-            )
-            conn.execute(
+            # Lock it first; create it only when missing (inserting first would take a shared
+            # lock on MariaDB and deadlock the racers).
+            guard = (
                 sa.select(r.c.holder)
                 .where(r.c.resource_key == resource_key, r.c.holder == SENTINEL)
                 .with_for_update()
-            ).all()
+            )
+            if conn.execute(guard).first() is None:
+                conn.execute(
+                    d.insert_ignore(r),
+                    [
+                        {
+                            "resource_key": resource_key,
+                            "holder": SENTINEL,
+                            "acquired_at": _EPOCH,
+                            "expires_at": _EPOCH,
+                        }
+                    ],
+                )
+                conn.execute(guard).first()
             refreshed = conn.execute(
                 sa.update(r)
                 .where(r.c.resource_key == resource_key, r.c.holder == holder, r.c.expires_at > now)
@@ -326,6 +334,7 @@ class PermitOperations(SqlBase):
             )
             return True
 
+    @retry_conflicts
     def release_permit(self, resource_key: str, holder: str) -> bool:
         if not holder:
             return False
@@ -355,6 +364,7 @@ class PermitOperations(SqlBase):
 
 
 class LockOperations(SqlBase):
+    @retry_conflicts
     def try_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
         seconds = _seconds(ttl, "ttl")
         if not owner:
@@ -363,15 +373,8 @@ class LockOperations(SqlBase):
         d = self._d
         now = d.now()
         with self._independent("try_lock") as conn:
-            inserted = conn.execute(
-                d.insert_ignore(lk).values(
-                    name=name, owner=owner, acquired_at=now, expires_at=d.now_plus(seconds)
-                )
-            ).rowcount
-            if inserted == 1:
-                return True
-            # Held already: take it over if it expired, or refresh it as the same owner. The
-            # WHERE is re-checked under the row lock, so one racer at most wins.
+            # Take over an expired lease or refresh our own: the WHERE is re-checked under the
+            # row lock, so at most one racer wins. Insert only when no lease row exists.
             stmt = (
                 sa.update(lk)
                 .where(lk.c.name == name, sa.or_(lk.c.owner == owner, lk.c.expires_at <= now))
@@ -381,8 +384,18 @@ class LockOperations(SqlBase):
                     (lk.c.owner, owner),
                 )
             )
-            return conn.execute(stmt).rowcount == 1
+            if conn.execute(stmt).rowcount == 1:
+                return True
+            inserted = d.insert_ignored_count(
+                conn,
+                d.insert_ignore(lk).values(
+                    name=name, owner=owner, acquired_at=now, expires_at=d.now_plus(seconds)
+                ),
+                lk,
+            )
+            return bool(inserted == 1)
 
+    @retry_conflicts
     def unlock(self, name: str, owner: str) -> bool:
         lk = s.locks
         with self._independent("unlock") as conn:
@@ -391,6 +404,7 @@ class LockOperations(SqlBase):
                 == 1
             )
 
+    @retry_conflicts
     def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
         seconds = _seconds(ttl, "ttl")
         lk = s.locks
@@ -650,7 +664,7 @@ class ExtensionOperations(SqlBase):
         with self._write("put_property") as conn:
             self._require_job(conn, job_id)
             stmt = self._d.insert_ignore(P).values(job_id=job_id, key=key, value=value)
-            return conn.execute(stmt).rowcount == 1
+            return self._d.insert_ignored_count(conn, stmt, P) == 1
 
     def get_property(self, job_id: UUID, key: str) -> str | None:
         with self._read("get_property") as conn:
@@ -698,7 +712,7 @@ class ExtensionOperations(SqlBase):
             stmt = self._d.insert_ignore(ST).values(
                 job_id=job_id, namespace=namespace, json=state, version=0
             )
-            if conn.execute(stmt).rowcount == 1:
+            if self._d.insert_ignored_count(conn, stmt, ST) == 1:
                 return StateWriteResult.UPDATED
             return StateWriteResult.VERSION_CONFLICT
 

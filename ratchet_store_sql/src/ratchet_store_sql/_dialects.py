@@ -76,6 +76,13 @@ class Dialect:
             return sqlite_dialect.insert(table).on_conflict_do_nothing()
         return mysql.insert(table).prefix_with("IGNORE")
 
+    def insert_ignored_count(self, conn: sa.Connection, stmt: Any, table: sa.Table) -> int:
+        """Execute an ``insert_ignore`` statement; the number of rows it really inserted.
+        (psycopg reports no rowcount for INSERT through SQLAlchemy 2.1: use RETURNING.)"""
+        if self.returning:
+            return len(conn.execute(stmt.returning(*table.primary_key.columns)).all())
+        return int(conn.execute(stmt).rowcount)
+
     def upsert(
         self,
         table: sa.Table,

@@ -37,6 +37,10 @@ def create_store_engine(
         kwargs.setdefault("pool_size", pool_size or 10)
         kwargs.setdefault("max_overflow", 10)
         kwargs.setdefault("pool_recycle", 3600)
+    if backend in ("mysql", "mariadb"):
+        # InnoDB's REPEATABLE READ takes gap locks that make claimers and completers deadlock;
+        # every statement of the store is written for READ COMMITTED.
+        kwargs.setdefault("isolation_level", "READ COMMITTED")
     try:
         engine = sa.create_engine(parsed, **kwargs)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:

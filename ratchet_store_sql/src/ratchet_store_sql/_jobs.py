@@ -3,7 +3,6 @@ nodes and tags."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,16 +15,14 @@ from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataErr
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity, NodeEntity
 from ratchet_store_sql import schema as s
-from ratchet_store_sql._base import SqlBase, chunks
+from ratchet_store_sql._base import SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import job_to_row, node_to_row, require_utc, row_to_job, row_to_node
-from ratchet_store_sql._errors import ConflictError
 
 J = s.jobs
 T = s.job_tags
 PENDING = JobStatus.PENDING.value
 RUNNING = JobStatus.RUNNING.value
 TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
-CLAIM_RETRIES = 3
 
 
 def _check_tags(tags: Sequence[str], job_id: UUID | None = None) -> None:
@@ -114,6 +111,7 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ claim
 
+    @retry_conflicts
     def claim_next_batch(
         self,
         node_id: str,
@@ -124,17 +122,8 @@ class JobOperations(SqlBase):
     ) -> list[JobEntity]:
         if limit <= 0:
             return []
-        for attempt in range(CLAIM_RETRIES):
-            try:
-                with self._write("claim_next_batch") as conn:
-                    claimed = self._claim(conn, node_id, limit, execution_targets, tag_filter)
-                break
-            except ConflictError:
-                # A deadlock or serialization failure rolled the claim back entirely, so it
-                # is safe to try again; inside a caller's transaction it is not.
-                if self._bound is not None or attempt == CLAIM_RETRIES - 1:
-                    raise
-                time.sleep(0.005 * (2**attempt))
+        with self._write("claim_next_batch") as conn:
+            claimed = self._claim(conn, node_id, limit, execution_targets, tag_filter)
         claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
         return claimed
 
@@ -237,6 +226,7 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ fenced writes
 
+    @retry_conflicts
     def _fenced(self, operation: str, job_id: UUID, claim_seq: int, values: dict[str, Any]) -> bool:
         values.setdefault("updated_at", self._d.now())
         with self._write(operation) as conn:
@@ -247,6 +237,7 @@ class JobOperations(SqlBase):
             )
             return conn.execute(stmt).rowcount == 1
 
+    @retry_conflicts
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
         now = self._d.now()
         return self._fenced(
@@ -261,6 +252,7 @@ class JobOperations(SqlBase):
             },
         )
 
+    @retry_conflicts
     def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
         if not completions:
             return set()
@@ -302,6 +294,7 @@ class JobOperations(SqlBase):
             conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(**values))
         return locked
 
+    @retry_conflicts
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
         return self._fenced(
             "mark_failed_terminal",
@@ -315,6 +308,7 @@ class JobOperations(SqlBase):
             },
         )
 
+    @retry_conflicts
     def cancel_job(self, job_id: UUID) -> bool:
         now = self._d.now()
         with self._write("cancel_job") as conn:
@@ -402,6 +396,7 @@ class JobOperations(SqlBase):
             },
         )
 
+    @retry_conflicts
     def reset_running_jobs(self, node_id: str) -> int:
         with self._write("reset_running_jobs") as conn:
             stmt = (
@@ -497,6 +492,7 @@ class JobOperations(SqlBase):
                 conn.execute(sa.insert(T), list(part))
         return len(rows)
 
+    @retry_conflicts
     def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
         if not node_ids:
             return 0
@@ -523,6 +519,7 @@ class JobOperations(SqlBase):
         with self._read("find_stale_running_jobs") as conn:
             return self._select_jobs(conn, stmt)
 
+    @retry_conflicts
     def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
         if not job_ids:
             return 0
@@ -567,6 +564,7 @@ class JobOperations(SqlBase):
         assert isinstance(value, datetime)
         return value
 
+    @retry_conflicts
     def upsert_heartbeat(self, node: NodeEntity) -> None:
         values = node_to_row(node)
         now = self._d.now()
@@ -590,6 +588,7 @@ class JobOperations(SqlBase):
             rows = conn.execute(sa.select(s.nodes).order_by(s.nodes.c.node_id)).mappings()
             return [row_to_node(r) for r in rows]
 
+    @retry_conflicts
     def delete_inactive_nodes(self, timeout: timedelta) -> int:
         cutoff = self._d.now_plus(-_seconds(timeout, "timeout"))
         with self._independent("delete_inactive_nodes") as conn:
@@ -597,6 +596,7 @@ class JobOperations(SqlBase):
                 conn.execute(sa.delete(s.nodes).where(s.nodes.c.last_heartbeat < cutoff)).rowcount
             )
 
+    @retry_conflicts
     def delete_nodes_by_ids(self, node_ids: Sequence[str]) -> int:
         if not node_ids:
             return 0

@@ -1,0 +1,83 @@
+"""The Alembic migrations shipped in the package build exactly the declared schema."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from ratchet_api.errors import StoreError
+from ratchet_api.store import JobEntity, SchemaManager
+from ratchet_store_sql import SqlJobStore, migrate
+from ratchet_store_sql.schema import VERSION_TABLE, metadata
+
+
+def _only_ratchet(name: str | None, type_: str, _parents: object) -> bool:
+    return type_ != "table" or (name is not None and name.startswith("ratchet_"))
+
+
+def test_migrated_schema_equals_declared_metadata(store: SqlJobStore) -> None:
+    with store.engine.connect() as conn:
+        context = MigrationContext.configure(
+            conn, opts={"compare_type": True, "include_name": _only_ratchet}
+        )
+        diff = [d for d in compare_metadata(context, metadata) if VERSION_TABLE not in str(d)]
+    assert diff == []
+    assert store.schema.current_revision() == store.schema.head_revision()
+
+
+def test_migrations_are_package_data_not_repository_files() -> None:
+    versions = resources.files("ratchet_store_sql") / "migrations" / "versions"
+    names = [p.name for p in versions.iterdir() if p.name.endswith(".py")]
+    assert any(n.startswith("0001_") for n in names)
+    assert (resources.files("ratchet_store_sql") / "migrations" / "env.py").is_file()
+
+
+def test_upgrade_downgrade_and_current_revision_on_a_fresh_database(tmp_sqlite_url: str) -> None:
+    store = SqlJobStore(tmp_sqlite_url)
+    manager = store.capability(SchemaManager)
+    assert manager is not None
+    assert manager.current_revision() is None
+    manager.upgrade()
+    manager.upgrade()  # idempotent
+    assert manager.current_revision() == "0001"
+    tables = set(sa.inspect(store.engine).get_table_names())
+    assert {"ratchet_jobs", "ratchet_job_tags", VERSION_TABLE} <= tables
+    manager.downgrade("base")
+    assert manager.current_revision() is None
+    assert set(sa.inspect(store.engine).get_table_names()) == {VERSION_TABLE}
+    store.close()
+
+
+def test_migrate_function_and_version_table_name(tmp_sqlite_url: str) -> None:
+    migrate(tmp_sqlite_url)
+    engine = sa.create_engine(tmp_sqlite_url)
+    with engine.connect() as conn:
+        version = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+    engine.dispose()
+    assert version == "0001"
+
+
+def test_relative_sqlite_url_with_create_schema_works_with_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = SqlJobStore("sqlite:///ratchet.db", create_schema=True)
+    job = store.insert_job(JobEntity())
+    assert store.find_by_id(job.id) is not None
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar() or 0) > 0
+    store.close()
+    assert (tmp_path / "ratchet.db").exists()
+
+
+def test_missing_schema_is_a_store_error_telling_to_migrate(tmp_sqlite_url: str) -> None:
+    store = SqlJobStore(tmp_sqlite_url)
+    with pytest.raises(StoreError, match="ratchet db upgrade"):
+        store.claim_next_batch("node", 10)
+    store.close()
