@@ -23,6 +23,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, JobEntity
 from ratchet_store_mongo import MongoJobStore
 from ratchet_store_mongo.documents import job_to_document
+from ratchet_store_mongo.errors import translate
 
 pytestmark = pytest.mark.mongo
 
@@ -320,3 +321,36 @@ def test_the_store_imports_without_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        pymongo.errors.AutoReconnect("connection reset"),
+        pymongo.errors.NotPrimaryError("not primary"),
+        pymongo.errors.OperationFailure("stepped down", code=189),
+        pymongo.errors.OperationFailure("write conflict", code=112),
+        pymongo.errors.OperationFailure(
+            "aborted", code=251, details={"errorLabels": ["TransientTransactionError"]}
+        ),
+        pymongo.errors.OperationFailure(
+            "retry me", code=1, details={"errorLabels": ["RetryableWriteError"]}
+        ),
+    ],
+    ids=["network", "not-primary", "stepdown", "write-conflict", "txn-label", "retry-label"],
+)
+def test_transient_driver_errors_become_retryable_store_errors(
+    error: pymongo.errors.PyMongoError,
+) -> None:
+    # driver error values built directly: a primary stepdown cannot be caused on a one-node server
+    translated = translate(error, "claim")
+    assert isinstance(translated, TransientStoreError) and translated.retryable
+    assert "claim" in str(translated)
+
+
+def test_a_transaction_on_a_standalone_server_names_the_replica_set_requirement() -> None:
+    error = pymongo.errors.OperationFailure(
+        "Transaction numbers are only allowed on a replica set member or mongos", code=20
+    )
+    translated = translate(error, "archive_job")
+    assert not translated.retryable and "replica set" in str(translated)

@@ -38,6 +38,8 @@ TRANSIENT_CODES = frozenset(
 )
 """Server error codes that a retry may overcome (failover, conflicts, network)."""
 
+ILLEGAL_OPERATION = 20
+
 TRANSIENT_LABELS = ("TransientTransactionError", "RetryableWriteError")
 
 
@@ -57,8 +59,15 @@ def translate(exc: PyMongoError, operation: str) -> StoreError:
     message = f"MongoDB {operation} failed: {type(exc).__name__}: {exc}"
     if is_transient(exc):
         return TransientStoreError(message + " (transient: retrying may succeed)")
-    if isinstance(exc, DuplicateKeyError):
-        return StoreError(message)
+    if (
+        isinstance(exc, OperationFailure)
+        and exc.code == ILLEGAL_OPERATION
+        and ("replica set" in str(exc) or "Transaction" in str(exc))
+    ):
+        return StoreError(
+            message + " (multi-document transactions need a replica set: run MongoDB as a "
+            "replica set, a single member is enough; see docs/stores/mongodb.md)"
+        )
     return StoreError(message)
 
 
