@@ -7,7 +7,7 @@ millisecond precision and must keep ordering and equality correct at the precisi
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -50,6 +50,11 @@ def _key(_: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
         )
 
 
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    """Converter for tag fields; typed so that mypy accepts any iterable of str."""
+    return tuple(value)
+
+
 def _non_negative(_: object, attribute: attrs.Attribute[Any], value: int) -> None:
     if value < 0:
         raise ValueError(f"{attribute.name} must not be negative, got {value}")
@@ -85,7 +90,7 @@ class JobEntity:
     heartbeat_at: datetime | None = attrs.field(default=None, validator=_utc)
     idempotency_key: str | None = attrs.field(default=None, validator=_key)
     execution_target: str | None = None
-    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_tags)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple, validator=_tags)
     result: str | None = None
     last_error: str | None = None
     parent_id: UUID | None = None
@@ -116,7 +121,7 @@ class NodeEntity:
     started_at: datetime = attrs.field(factory=utc_now, validator=_utc)
     last_heartbeat: datetime = attrs.field(factory=utc_now, validator=_utc)
     running_jobs: int = 0
-    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
 
 
 class MisfirePolicy(enum.StrEnum):
