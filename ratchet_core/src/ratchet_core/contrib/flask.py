@@ -227,8 +227,43 @@ def ratchet_cli(ctx: click.Context) -> None:
     ctx.with_resource(app.app_context())
     # Ratchet's commands find their state on the root context; Flask's ScriptInfo stays
     # reachable from this group (click hands a context's obj down to its subcommands).
-    ctx.find_root().obj = CliState(container=get_state(app).container)
+    container = get_state(app).container
+    ctx.find_root().obj = CliState(container=container)
     ctx.obj = info
+    # Ratchet's commands close the store they used (right for a process that exits); drop the
+    # app's singletons afterwards so an app that lives on (tests, shells) opens fresh ones.
+    ctx.call_on_close(container.reset_singletons)
+
+
+@ratchet_cli.command("worker")
+@click.option("--burst", is_flag=True, help="Process the due jobs, then exit.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="With --burst: give up after this many seconds (exit status 1).",
+)
+def worker_command(burst: bool, timeout: float) -> None:
+    """Run a Ratchet worker for this app (Ctrl-C or SIGTERM stops it gracefully)."""
+    from ratchet_api.errors import RatchetError
+
+    try:
+        worker = get_state().container.worker()
+    except RatchetError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if burst:
+        stats = worker.run_until_idle(timeout)
+        click.echo(
+            f"claimed={stats.claimed} succeeded={stats.succeeded} failed={stats.failed} "
+            f"retried={stats.retried}"
+        )
+        if not stats.idle:
+            raise click.ClickException(f"jobs were still due after {timeout} s")
+        return
+    click.echo("Ratchet worker started; Ctrl-C stops it")
+    stats = worker.run_forever()
+    click.echo(f"stopped: succeeded={stats.succeeded} failed={stats.failed}")
 
 
 def _mount_ratchet_commands() -> None:

@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+
+def shout(text: str) -> str:
+    return text.upper() + "!"
