@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = sorted((DOCS / "spi").glob("*.md")) + [DOCS / "overriding-an-spi.md"]
+PAGES = [*sorted((DOCS / "spi").glob("*.md")), DOCS / "overriding-an-spi.md"]
 BLOCK = re.compile(r"^```(python|py)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
