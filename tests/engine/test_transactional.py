@@ -90,7 +90,7 @@ def test_session_commit_and_rollback(sql_engine: Any) -> None:
         rolled_back = scheduler.job(targets.add).args(1, 1).transaction(session).enqueue()
         session.rollback()
         assert probe.seen == []
-        committed = scheduler.job(targets.add).args(2, 2).transaction(session).enqueue()
+        committed = scheduler.enqueue_in(session, targets.add, 2, 2)
         probe.job_id = committed
         assert probe.seen == []
         session.commit()

@@ -104,6 +104,14 @@ class SchedulerService:
         """Run ``fn(*args, **kwargs)`` as soon as a worker is free; returns the job id."""
         return self._submit(fn, args, kwargs, JobOptions())
 
+    def enqueue_in(
+        self, transaction: object, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> UUID:
+        """``enqueue`` inside the caller's open transaction (a SQLAlchemy ``Connection`` or
+        ``Session``, a pymongo ``ClientSession``): a rollback removes the job, wake-ups wait
+        for the commit."""
+        return self._submit(fn, args, kwargs, JobOptions(transaction=transaction))
+
     def schedule(
         self,
         at_or_delay: datetime | timedelta | float,
