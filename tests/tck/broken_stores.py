@@ -35,15 +35,25 @@ class DoubleClaimStore(InMemoryJobStore):
         with s.lock:
             now = s.now()
             due = sorted(
-                (j for j in s.jobs.values()
-                 if j.status is JobStatus.PENDING and j.scheduled_at <= now),
+                (
+                    j
+                    for j in s.jobs.values()
+                    if j.status is JobStatus.PENDING and j.scheduled_at <= now
+                ),
                 key=lambda j: (-int(j.priority), j.scheduled_at, j.id.int),
             )[:limit]
         time.sleep(0.002)
         with s.lock:
             return [
-                s.put(j, status=JobStatus.RUNNING, owner=node_id, started_at=now, heartbeat_at=now,
-                      attempt=j.attempt + 1, claim_seq=j.claim_seq + 1)
+                s.put(
+                    j,
+                    status=JobStatus.RUNNING,
+                    owner=node_id,
+                    started_at=now,
+                    heartbeat_at=now,
+                    attempt=j.attempt + 1,
+                    claim_seq=j.claim_seq + 1,
+                )
                 for j in due
             ]
 
@@ -63,13 +73,23 @@ class FifoClaimStore(InMemoryJobStore):
         with s.lock:
             now = s.now()
             due = sorted(
-                (j for j in s.jobs.values()
-                 if j.status is JobStatus.PENDING and j.scheduled_at <= now),
+                (
+                    j
+                    for j in s.jobs.values()
+                    if j.status is JobStatus.PENDING and j.scheduled_at <= now
+                ),
                 key=lambda j: (j.scheduled_at, j.id.int),
             )[:limit]
             return [
-                s.put(j, status=JobStatus.RUNNING, owner=node_id, started_at=now, heartbeat_at=now,
-                      attempt=j.attempt + 1, claim_seq=j.claim_seq + 1)
+                s.put(
+                    j,
+                    status=JobStatus.RUNNING,
+                    owner=node_id,
+                    started_at=now,
+                    heartbeat_at=now,
+                    attempt=j.attempt + 1,
+                    claim_seq=j.claim_seq + 1,
+                )
                 for j in due
             ]
 
@@ -124,8 +144,9 @@ class ExpiredLeaseStuckStore(InMemoryJobStore):
             if current is not None and current.owner != owner:
                 return False
             now = s.now()
-            s.locks[name] = LockEntity(name=name, owner=owner, acquired_at=now,
-                                       expires_at=now + ttl)
+            s.locks[name] = LockEntity(
+                name=name, owner=owner, acquired_at=now, expires_at=now + ttl
+            )
             return True
 
 
@@ -145,7 +166,11 @@ class RacyLockStore(InMemoryJobStore):
 
 class StateIgnoresVersionStore(InMemoryJobStore):
     def update_state(
-        self, job_id: UUID, namespace: str, state: str, expected_version: int,
+        self,
+        job_id: UUID,
+        namespace: str,
+        state: str,
+        expected_version: int,
         expected_claim_seq: int | None = None,
     ) -> StateWriteResult:
         current = self._s.states.get(job_id, {}).get(namespace)
@@ -155,7 +180,11 @@ class StateIgnoresVersionStore(InMemoryJobStore):
 
 class StateIgnoresFenceStore(InMemoryJobStore):
     def update_state(
-        self, job_id: UUID, namespace: str, state: str, expected_version: int,
+        self,
+        job_id: UUID,
+        namespace: str,
+        state: str,
+        expected_version: int,
         expected_claim_seq: int | None = None,
     ) -> StateWriteResult:
         return super().update_state(job_id, namespace, state, expected_version, None)

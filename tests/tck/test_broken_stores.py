@@ -15,39 +15,73 @@ from ratchet_tck.runner import run_contracts
 
 # (fixture factory in tests.tck.broken_stores, contract that must fail, a test that must fail)
 CASES: list[tuple[str, type[StoreContract], str]] = [
-    ("DoubleClaimFixture", tck.JobClaimStoreContract,
-     "test_concurrent_claims_from_threads_claim_each_job_once"),
-    ("FifoClaimFixture", tck.JobClaimStoreContract,
-     "test_claim_order_is_priority_then_due_time_then_id"),
-    ("StaleCompletionFixture", tck.JobTerminalStoreContract,
-     "test_stale_claim_seq_cannot_complete"),
-    ("CancelTerminalFixture", tck.JobTerminalStoreContract,
-     "test_cancel_of_terminal_or_missing_job_is_refused"),
+    (
+        "DoubleClaimFixture",
+        tck.JobClaimStoreContract,
+        "test_concurrent_claims_from_threads_claim_each_job_once",
+    ),
+    (
+        "FifoClaimFixture",
+        tck.JobClaimStoreContract,
+        "test_claim_order_is_priority_then_due_time_then_id",
+    ),
+    (
+        "StaleCompletionFixture",
+        tck.JobTerminalStoreContract,
+        "test_stale_claim_seq_cannot_complete",
+    ),
+    (
+        "CancelTerminalFixture",
+        tck.JobTerminalStoreContract,
+        "test_cancel_of_terminal_or_missing_job_is_refused",
+    ),
     ("UnlockIgnoresOwnerFixture", tck.LockStoreContract, "test_unlock_checks_the_owner"),
     ("RenewIgnoresOwnerFixture", tck.LockStoreContract, "test_renew_checks_the_owner_and_extends"),
-    ("ExpiredLeaseStuckFixture", tck.LockStoreContract,
-     "test_expired_lease_is_reclaimed_without_the_old_holder"),
+    (
+        "ExpiredLeaseStuckFixture",
+        tck.LockStoreContract,
+        "test_expired_lease_is_reclaimed_without_the_old_holder",
+    ),
     ("RacyLockFixture", tck.LockStoreContract, "test_one_of_many_racing_owners_acquires"),
-    ("StateIgnoresVersionFixture", tck.JobExtensionStoreContract,
-     "test_update_state_is_a_compare_and_set_on_version"),
-    ("StateIgnoresFenceFixture", tck.JobExtensionStoreContract,
-     "test_superseded_is_checked_before_the_version"),
-    ("PropertyOverwriteFixture", tck.JobExtensionStoreContract,
-     "test_put_property_is_write_once"),
-    ("LostIncrementFixture", tck.BatchStoreContract,
-     "test_concurrent_increments_never_lose_a_count"),
+    (
+        "StateIgnoresVersionFixture",
+        tck.JobExtensionStoreContract,
+        "test_update_state_is_a_compare_and_set_on_version",
+    ),
+    (
+        "StateIgnoresFenceFixture",
+        tck.JobExtensionStoreContract,
+        "test_superseded_is_checked_before_the_version",
+    ),
+    ("PropertyOverwriteFixture", tck.JobExtensionStoreContract, "test_put_property_is_write_once"),
+    (
+        "LostIncrementFixture",
+        tck.BatchStoreContract,
+        "test_concurrent_increments_never_lose_a_count",
+    ),
     ("ClientClockHeartbeatFixture", tck.NodeStoreContract, "test_heartbeat_uses_the_store_clock"),
     ("LongTagFixture", tck.TagStoreContract, "test_too_long_tag_is_refused_naming_the_field"),
-    ("ArchiveCopiesFixture", tck.DualWriteInvariantContract,
-     "test_job_is_in_exactly_one_place_around_archiving"),
-    ("ArchiveDropsStateFixture", tck.DualWriteInvariantContract,
-     "test_tags_properties_and_state_survive_archiving"),
-    ("DeleteLeavesPropertiesFixture", tck.DualWriteInvariantContract,
-     "test_delete_removes_every_owned_row"),
-    ("DoubleSignalFixture", tck.SignalStoreContract,
-     "test_concurrent_deliveries_have_one_winner"),
-    ("PermitOverLimitFixture", tck.ResourcePermitStoreContract,
-     "test_expired_permits_do_not_count"),
+    (
+        "ArchiveCopiesFixture",
+        tck.DualWriteInvariantContract,
+        "test_job_is_in_exactly_one_place_around_archiving",
+    ),
+    (
+        "ArchiveDropsStateFixture",
+        tck.DualWriteInvariantContract,
+        "test_tags_properties_and_state_survive_archiving",
+    ),
+    (
+        "DeleteLeavesPropertiesFixture",
+        tck.DualWriteInvariantContract,
+        "test_delete_removes_every_owned_row",
+    ),
+    ("DoubleSignalFixture", tck.SignalStoreContract, "test_concurrent_deliveries_have_one_winner"),
+    (
+        "PermitOverLimitFixture",
+        tck.ResourcePermitStoreContract,
+        "test_expired_permits_do_not_count",
+    ),
 ]
 
 
@@ -55,13 +89,19 @@ def _contract(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in data["contracts"] if c["name"] == name)
 
 
-@pytest.mark.parametrize(("factory", "contract", "failing_test"), CASES,
-                         ids=[c[0].removesuffix("Fixture") for c in CASES])
+@pytest.mark.parametrize(
+    ("factory", "contract", "failing_test"),
+    CASES,
+    ids=[c[0].removesuffix("Fixture") for c in CASES],
+)
 def test_contract_fails_against_a_store_with_that_defect(
     tmp_path: Path, factory: str, contract: type[StoreContract], failing_test: str
 ) -> None:
     code, data = run_contracts(
-        f"tests.tck.broken_stores:{factory}", tmp_path, factory, contracts=[contract],
+        f"tests.tck.broken_stores:{factory}",
+        tmp_path,
+        factory,
+        contracts=[contract],
         in_process=True,
     )
     assert code == pytest.ExitCode.TESTS_FAILED
@@ -76,16 +116,26 @@ def test_contract_fails_against_a_store_with_that_defect(
 
 def test_the_same_contracts_pass_against_the_sound_store(tmp_path: Path) -> None:
     contracts = sorted({c for _, c, _ in CASES}, key=lambda c: c.__name__)
-    code, data = run_contracts("ratchet_tck.memory:InMemoryStoreFixture", tmp_path, "sound",
-                               contracts=contracts, in_process=True)
+    code, data = run_contracts(
+        "ratchet_tck.memory:InMemoryStoreFixture",
+        tmp_path,
+        "sound",
+        contracts=contracts,
+        in_process=True,
+    )
     assert code == pytest.ExitCode.OK
     for contract in contracts:
         assert _contract(data, contract.__name__)["status"] == "passed"
 
 
 def test_a_required_contract_that_did_not_run_blocks_the_verdict(tmp_path: Path) -> None:
-    code, data = run_contracts("ratchet_tck.memory:InMemoryStoreFixture", tmp_path, "partial",
-                               contracts=[tck.JobCrudStoreContract], in_process=True)
+    code, data = run_contracts(
+        "ratchet_tck.memory:InMemoryStoreFixture",
+        tmp_path,
+        "partial",
+        contracts=[tck.JobCrudStoreContract],
+        in_process=True,
+    )
     assert code == pytest.ExitCode.OK
     assert _contract(data, "JobCrudStoreContract")["status"] == "passed"
     assert _contract(data, "JobClaimStoreContract")["status"] == "missing"
@@ -93,8 +143,9 @@ def test_a_required_contract_that_did_not_run_blocks_the_verdict(tmp_path: Path)
 
 
 def test_store_without_capabilities_is_compatible_with_na_contracts(tmp_path: Path) -> None:
-    code, data = run_contracts("tests.tck.broken_stores:CoreOnlyFixture", tmp_path, "core-only",
-                               in_process=True)
+    code, data = run_contracts(
+        "tests.tck.broken_stores:CoreOnlyFixture", tmp_path, "core-only", in_process=True
+    )
     assert code == pytest.ExitCode.OK
     assert data["capabilities"] == []
     for c in data["contracts"]:

@@ -11,17 +11,60 @@ A store's test module certifies the store with::
     globals().update(contract_test_classes())
 """
 
-from ratchet_tck.contracts import *  # noqa: F403
-from ratchet_tck.contracts import __all__ as _contract_names
+from ratchet_tck.contracts import (
+    ArchiveStoreContract,
+    BatchStoreContract,
+    DualWriteInvariantContract,
+    JobAnalyticsStoreContract,
+    JobAuditStoreContract,
+    JobBatchStatusStoreContract,
+    JobBulkStoreContract,
+    JobClaimStoreContract,
+    JobCrudStoreContract,
+    JobExtensionStoreContract,
+    JobPauseStoreContract,
+    JobQueryStoreContract,
+    JobRetryStoreContract,
+    JobTerminalStoreContract,
+    LockStoreContract,
+    NodeStoreContract,
+    RecurringJobStoreContract,
+    ResourcePermitStoreContract,
+    SignalStoreContract,
+    StoreContract,
+    TagStoreContract,
+    WorkflowConditionStoreContract,
+)
 from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, now_ms
 from ratchet_tck.registry import ALL_CONTRACTS, contract_test_classes, is_required
 
 __all__ = [
     "ALL_CONTRACTS",
+    "ArchiveStoreContract",
     "BaseStoreFixture",
+    "BatchStoreContract",
+    "DualWriteInvariantContract",
+    "JobAnalyticsStoreContract",
+    "JobAuditStoreContract",
+    "JobBatchStatusStoreContract",
+    "JobBulkStoreContract",
+    "JobClaimStoreContract",
+    "JobCrudStoreContract",
+    "JobExtensionStoreContract",
+    "JobPauseStoreContract",
+    "JobQueryStoreContract",
+    "JobRetryStoreContract",
+    "JobTerminalStoreContract",
+    "LockStoreContract",
+    "NodeStoreContract",
+    "RecurringJobStoreContract",
+    "ResourcePermitStoreContract",
+    "SignalStoreContract",
+    "StoreContract",
     "StoreFixture",
+    "TagStoreContract",
+    "WorkflowConditionStoreContract",
     "contract_test_classes",
     "is_required",
     "now_ms",
-    *_contract_names,
 ]

@@ -32,6 +32,6 @@ def claim_until_empty(
                     time.sleep(0.05)
         finally:
             store.close()
-    except BaseException as exc:  # reported to the parent, which fails the test with it
+    except BaseException as exc:  # noqa: BLE001 - sent to the parent, which fails the test  # reported to the parent, which fails the test with it
         error = f"{type(exc).__name__}: {exc}"
     results.put((node_id, claimed, error))

@@ -20,9 +20,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ratchet-tck", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     report = commands.add_parser("report", help="run every contract and write the report")
-    report.add_argument("--fixture", required=True,
-                        help="pkg.module:factory, a zero-argument callable returning a "
-                             "StoreFixture or a context manager yielding one")
+    report.add_argument(
+        "--fixture",
+        required=True,
+        help="pkg.module:factory, a zero-argument callable returning a "
+        "StoreFixture or a context manager yielding one",
+    )
     report.add_argument("--out", required=True, help="directory for the JSON and Markdown")
     report.add_argument("--name", default=None, help="store name (default: the factory path)")
     report.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -38,8 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from ratchet_tck.runner import run_contracts
 
-    code, data = run_contracts(args.fixture, args.out, args.name or args.fixture,
-                               extra_args=args.pytest_args)
+    code, data = run_contracts(
+        args.fixture, args.out, args.name or args.fixture, extra_args=args.pytest_args
+    )
     if not data:
         print(f"ratchet-tck: pytest exited with {code} before writing a report", file=sys.stderr)
         return 2

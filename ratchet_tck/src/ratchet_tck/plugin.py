@@ -21,7 +21,6 @@ from ratchet_tck.registry import ALL_CONTRACTS
 from ratchet_tck.report import CompatibilityReport, Outcome, TestOutcome, build_report
 
 
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ratchet-tck", "Ratchet store TCK")
     group.addoption(

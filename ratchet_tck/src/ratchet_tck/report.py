@@ -131,8 +131,9 @@ class CompatibilityReport:
             lines += ["", "## Why not compatible", ""]
             for c in self.blocking:
                 what = "did not run" if c.status == "missing" else "failed"
-                lines.append(f"- {c.name} {what}" + (f": {', '.join(c.failures)}" if c.failures
-                                                    else ""))
+                lines.append(
+                    f"- {c.name} {what}" + (f": {', '.join(c.failures)}" if c.failures else "")
+                )
         skips = [(c.name, r) for c in self.contracts if c.status != "n/a" for r in c.skip_reasons]
         if skips:
             lines += ["", "## Skipped tests", ""]

@@ -20,6 +20,7 @@ def run_contracts(
     fixture: str,
     out: Path | str,
     name: str,
+    *,
     contracts: Sequence[type[StoreContract]] = ALL_CONTRACTS,
     extra_args: Sequence[str] = (),
     in_process: bool = False,

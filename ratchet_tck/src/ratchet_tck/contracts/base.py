@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """What every contract class shares: the capability gate, cleanup and assertion helpers."""
 
 from __future__ import annotations

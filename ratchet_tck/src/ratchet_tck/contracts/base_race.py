@@ -21,7 +21,7 @@ def race(callers: int, action: Callable[[int], T]) -> list[T]:
         try:
             barrier.wait(timeout=30)
             value = action(index)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - re-raised as the test failure below
             with lock:
                 errors.append(exc)
             return

@@ -80,9 +80,7 @@ class JobClaimStoreContract(StoreContract):
         assert {j.id for j in first} | {j.id for j in second} == ids
         assert store.claim_next_batch("tck-node", 3) == []
 
-    def test_claim_order_is_priority_then_due_time_then_id(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_claim_order_is_priority_then_due_time_then_id(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         base = store.server_now() - timedelta(minutes=5)
         low_old = self.insert(tck_fixture, priority=JobPriority.LOW, scheduled_at=base)
@@ -161,7 +159,7 @@ class JobClaimStoreContract(StoreContract):
                     got = store.claim_next_batch(f"tck-thread-{index}", 5)
                     claims[index].extend(got)
                     empty = 0 if got else empty + 1
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - reported by the assert below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
@@ -170,26 +168,26 @@ class JobClaimStoreContract(StoreContract):
         for t in threads:
             t.join(timeout=120)
         assert not errors, f"claim raised in a thread: {errors[0]!r}"
-        _assert_each_claimed_once(store, ids, {
-            f"tck-thread-{i}": [j.id for j in got] for i, got in enumerate(claims)
-        })
+        _assert_each_claimed_once(
+            store, ids, {f"tck-thread-{i}": [j.id for j in got] for i, got in enumerate(claims)}
+        )
 
     def test_concurrent_claims_from_processes_claim_each_job_once(
         self, tck_fixture: StoreFixture
     ) -> None:
         factory = tck_fixture.store_factory()
         if factory is None:
-            pytest.skip("the fixture's store_factory() is None: a process-local store cannot "
-                        "be opened from another process")
+            pytest.skip(
+                "the fixture's store_factory() is None: a process-local store cannot "
+                "be opened from another process"
+            )
         store = tck_fixture.store()
         ids = _insert_many(tck_fixture, RACE_JOBS)
         ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Barrier(PROCESSES)
         results = ctx.Queue()
         procs = [
-            ctx.Process(
-                target=claim_until_empty, args=(factory, f"tck-proc-{i}", barrier, results)
-            )
+            ctx.Process(target=claim_until_empty, args=(factory, f"tck-proc-{i}", barrier, results))
             for i in range(PROCESSES)
         ]
         for p in procs:

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Capability contracts of cluster coordination: resource permits and lock leases."""
 
 from __future__ import annotations
@@ -29,9 +31,7 @@ class ResourcePermitStoreContract(StoreContract):
         assert permits.try_acquire_permit("tck-other", "h3", 2, LONG) is True, "keys independent"
         assert permits.count_permits("tck-absent") == 0
 
-    def test_same_holder_reacquires_without_taking_another(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_same_holder_reacquires_without_taking_another(self, tck_fixture: StoreFixture) -> None:
         permits = self.cap(tck_fixture, ResourcePermitStore)
         assert permits.try_acquire_permit("tck-api", "h1", 1, LONG)
         assert permits.try_acquire_permit("tck-api", "h1", 1, LONG) is True

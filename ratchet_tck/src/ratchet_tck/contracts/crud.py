@@ -8,7 +8,13 @@ import pytest
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobPriority, JobStatus, JobType
-from ratchet_tck.contracts.base import MS, StoreContract, assert_aware_utc, assert_same_instant, naive
+from ratchet_tck.contracts.base import (
+    MS,
+    StoreContract,
+    assert_aware_utc,
+    assert_same_instant,
+    naive,
+)
 from ratchet_tck.fixture import StoreFixture, now_ms
 
 
@@ -82,7 +88,10 @@ class JobCrudStoreContract(StoreContract):
         job = store.insert_job(tck_fixture.new_pending_job(tags=("tck-old",)))
         later = now_ms()
         changed = attrs.evolve(
-            job, priority=JobPriority.CRITICAL, payload='{"new": true}', tags=("tck-new",),
+            job,
+            priority=JobPriority.CRITICAL,
+            payload='{"new": true}',
+            tags=("tck-new",),
             scheduled_at=later,
         )
         updated = store.update_job(changed)
@@ -130,4 +139,3 @@ class JobCrudStoreContract(StoreContract):
             store.insert_job(job)
         assert "tag" in str(caught.value)
         assert store.find_by_id(job.id) is None
-

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Invariants that span several tables or collections (the dual hot/cold write paths)."""
 
 from __future__ import annotations
@@ -28,9 +30,7 @@ class DualWriteInvariantContract(StoreContract):
 
     summary = "hot xor archive, owned data survives archiving, bulk tags, delete cascades"
 
-    def test_job_is_in_exactly_one_place_around_archiving(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_job_is_in_exactly_one_place_around_archiving(self, tck_fixture: StoreFixture) -> None:
         archive = self.need(tck_fixture, ArchiveStore)
         done = finished(self, tck_fixture)
         pending = self.insert(tck_fixture)
@@ -58,9 +58,7 @@ class DualWriteInvariantContract(StoreContract):
         for job in jobs:
             assert _places(tck_fixture, archive, job) == ["archive"]
 
-    def test_tags_properties_and_state_survive_archiving(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_tags_properties_and_state_survive_archiving(self, tck_fixture: StoreFixture) -> None:
         archive = self.need(tck_fixture, ArchiveStore)
         ext = self.need(tck_fixture, JobExtensionStore)
         store = tck_fixture.store()
@@ -98,8 +96,11 @@ class DualWriteInvariantContract(StoreContract):
             ext.put_property(job.id, "k", "v")
             ext.init_state(job.id, "ns", "{}")
         if audit is not None:
-            audit.save_execution(ExecutionRecord(job_id=job.id, attempt=1, node_id="n",
-                                                 status=job.status, started_at=now_ms()))
+            audit.save_execution(
+                ExecutionRecord(
+                    job_id=job.id, attempt=1, node_id="n", status=job.status, started_at=now_ms()
+                )
+            )
             audit.append_logs([JobLogLine(job_id=job.id, message="hello")])
         assert store.delete_job(job.id)
         assert store.find_tags(job.id) == []

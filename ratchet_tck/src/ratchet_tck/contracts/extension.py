@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """JobExtensionStore contract: write-once properties and fenced, versioned state."""
 
 from __future__ import annotations
@@ -42,9 +44,7 @@ class JobExtensionStoreContract(StoreContract):
         assert len(winners) == 1
         assert ext.get_property(job.id, "owner") == f"writer-{winners[0]}"
 
-    def test_put_property_of_missing_job_raises_not_found(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_put_property_of_missing_job_raises_not_found(self, tck_fixture: StoreFixture) -> None:
         ext = self.cap(tck_fixture, JobExtensionStore)
         with pytest.raises(JobNotFoundError):
             ext.put_property(uuid7(), "tenant", "acme")
@@ -88,9 +88,7 @@ class JobExtensionStoreContract(StoreContract):
         assert ext.get_state(job.id, "progress") == VersionedState(json='{"n": 0}', version=0)
         assert ext.init_state(job.id, "other", "{}") is UPDATED, "namespaces are independent"
 
-    def test_update_state_is_a_compare_and_set_on_version(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_update_state_is_a_compare_and_set_on_version(self, tck_fixture: StoreFixture) -> None:
         ext = self.cap(tck_fixture, JobExtensionStore)
         job = self.insert(tck_fixture)
         assert ext.update_state(job.id, "progress", "{}", 0) is CONFLICT, "no state yet"
@@ -110,8 +108,9 @@ class JobExtensionStoreContract(StoreContract):
         winners = [i for i, r in results if r is UPDATED]
         assert len(winners) == 1
         assert {r for _, r in results} == {UPDATED, CONFLICT}
-        assert ext.get_state(job.id, "progress") == VersionedState(json=f'"{winners[0]}"',
-                                                                   version=1)
+        assert ext.get_state(job.id, "progress") == VersionedState(
+            json=f'"{winners[0]}"', version=1
+        )
 
     def test_fenced_state_writes_need_the_current_claim(self, tck_fixture: StoreFixture) -> None:
         ext = self.cap(tck_fixture, JobExtensionStore)
@@ -144,8 +143,10 @@ class JobExtensionStoreContract(StoreContract):
             SUPERSEDED
         )
         assert ext.get_state(first.id, "progress") == VersionedState(json='"v0"', version=0)
-        assert ext.update_state(first.id, "progress", '"new"', 0,
-                                expected_claim_seq=second.claim_seq) is UPDATED
+        assert (
+            ext.update_state(first.id, "progress", '"new"', 0, expected_claim_seq=second.claim_seq)
+            is UPDATED
+        )
 
     def test_finished_job_supersedes_fenced_writes(self, tck_fixture: StoreFixture) -> None:
         ext = self.cap(tck_fixture, JobExtensionStore)
@@ -155,6 +156,8 @@ class JobExtensionStoreContract(StoreContract):
         ext.init_state(job.id, "progress", "{}")
         assert store.mark_succeeded(job.id, job.claim_seq, None)
         assert self.reload(store, job).status is JobStatus.SUCCEEDED
-        assert ext.update_state(job.id, "progress", '"late"', 0,
-                                expected_claim_seq=job.claim_seq) is SUPERSEDED
+        assert (
+            ext.update_state(job.id, "progress", '"late"', 0, expected_claim_seq=job.claim_seq)
+            is SUPERSEDED
+        )
         assert ext.update_state(job.id, "progress", '"admin"', 0) is UPDATED, "unfenced write"

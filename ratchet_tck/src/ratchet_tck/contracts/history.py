@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Capability contracts over finished work: archive, query, analytics, audit."""
 
 from __future__ import annotations
@@ -10,8 +12,14 @@ import pytest
 from ratchet_api.errors import UnsupportedCapabilityError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus, JobType
-from ratchet_api.store.entities import ExecutionRecord, JobEntity, JobLogLine, JobQuery, LogLevel
-from ratchet_api.store.entities import SortOrder
+from ratchet_api.store.entities import (
+    ExecutionRecord,
+    JobEntity,
+    JobLogLine,
+    JobQuery,
+    LogLevel,
+    SortOrder,
+)
 from ratchet_api.store.protocols import (
     ArchiveStore,
     JobAnalyticsStore,
@@ -19,13 +27,18 @@ from ratchet_api.store.protocols import (
     JobExtensionStore,
     JobQueryStore,
 )
-from ratchet_tck.contracts.base import StoreContract, assert_same_instant, raises_store_data_error
-from ratchet_tck.contracts.base import naive
+from ratchet_tck.contracts.base import (
+    StoreContract,
+    assert_same_instant,
+    naive,
+    raises_store_data_error,
+)
 from ratchet_tck.fixture import StoreFixture, now_ms
 
 
-def finished(contract: StoreContract, fixture: StoreFixture, ok: bool = True, **kw: object
-             ) -> JobEntity:
+def finished(
+    contract: StoreContract, fixture: StoreFixture, ok: bool = True, **kw: object
+) -> JobEntity:
     """Insert, claim and finish one job; returns the stored finished job."""
     store = fixture.store()
     job = contract.insert(fixture, **kw)
@@ -57,15 +70,16 @@ class ArchiveStoreContract(StoreContract):
         assert_same_instant(moved.finished_at, job.finished_at, "finished_at")
         assert archive.archive_job(job.id) is False
 
-    def test_non_terminal_or_missing_jobs_are_not_archived(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_non_terminal_or_missing_jobs_are_not_archived(self, tck_fixture: StoreFixture) -> None:
         archive = self.cap(tck_fixture, ArchiveStore)
         store = tck_fixture.store()
         running = self.insert(tck_fixture)
         self.claim_one(store)
-        for job in (running, self.insert(tck_fixture),
-                    self.insert(tck_fixture, status=JobStatus.PAUSED)):
+        for job in (
+            running,
+            self.insert(tck_fixture),
+            self.insert(tck_fixture, status=JobStatus.PAUSED),
+        ):
             assert archive.archive_job(job.id) is False
             assert store.find_by_id(job.id) is not None
             assert archive.find_archived_job(job.id) is None
@@ -92,8 +106,9 @@ class ArchiveStoreContract(StoreContract):
         jobs = [finished(self, tck_fixture) for _ in range(3)]
         for job in jobs:
             assert archive.archive_job(job.id)
-        newest_first = [j.id for j in sorted(jobs, key=lambda j: (j.finished_at, j.id.int),
-                                               reverse=True)]
+        newest_first = [
+            j.id for j in sorted(jobs, key=lambda j: (j.finished_at, j.id.int), reverse=True)
+        ]
         assert [j.id for j in archive.find_archived_jobs(10)] == newest_first
         assert [j.id for j in archive.find_archived_jobs(1, offset=1)] == newest_first[1:2]
 
@@ -114,8 +129,14 @@ class JobQueryStoreContract(StoreContract):
         store = tck_fixture.store()
         parent = store.insert_job(tck_fixture.new_batch_parent_job())
         batch_id = uuid7()
-        a = self.insert(tck_fixture, target="m:a", tags=("tck-q",), parent_id=parent.id,
-                        job_type=JobType.BATCH_CHILD, batch_id=batch_id)
+        a = self.insert(
+            tck_fixture,
+            target="m:a",
+            tags=("tck-q",),
+            parent_id=parent.id,
+            job_type=JobType.BATCH_CHILD,
+            batch_id=batch_id,
+        )
         b = self.insert(tck_fixture, target="m:b", tags=("tck-q",), status=JobStatus.PAUSED)
         self.insert(tck_fixture, target="m:a")
         assert [j.id for j in query.search_jobs(JobQuery(tag="tck-q"))] == [b.id, a.id]
@@ -131,8 +152,10 @@ class JobQueryStoreContract(StoreContract):
     def test_order_and_paging(self, tck_fixture: StoreFixture) -> None:
         query = self.cap(tck_fixture, JobQueryStore)
         base = now_ms() - timedelta(minutes=1)
-        jobs = [self.insert(tck_fixture, tags=("tck-page",), created_at=base + timedelta(seconds=i))
-                for i in range(5)]
+        jobs = [
+            self.insert(tck_fixture, tags=("tck-page",), created_at=base + timedelta(seconds=i))
+            for i in range(5)
+        ]
         ids = [j.id for j in jobs]
         oldest = JobQuery(tag="tck-page", order=SortOrder.OLDEST_FIRST)
         assert [j.id for j in query.search_jobs(oldest)] == ids
@@ -141,8 +164,11 @@ class JobQueryStoreContract(StoreContract):
         page = attrs.evolve(oldest, limit=2, offset=2)
         assert [j.id for j in query.search_jobs(page)] == ids[2:4]
         assert query.count_jobs(page) == 5
-        window = attrs.evolve(oldest, created_after=base + timedelta(seconds=1),
-                              created_before=base + timedelta(seconds=3, milliseconds=500))
+        window = attrs.evolve(
+            oldest,
+            created_after=base + timedelta(seconds=1),
+            created_before=base + timedelta(seconds=3, milliseconds=500),
+        )
         assert [j.id for j in query.search_jobs(window)] == ids[1:4]
 
     def test_count_jobs(self, tck_fixture: StoreFixture) -> None:
@@ -219,12 +245,24 @@ class JobAnalyticsStoreContract(StoreContract):
         base = now_ms() - timedelta(minutes=10)
         assert analytics.execution_time_percentile(50, base) is None
         for seconds in (7, 1, 10, 3, 5, 2, 9, 4, 8, 6):
-            self.insert(tck_fixture, status=JobStatus.SUCCEEDED, started_at=base,
-                        finished_at=base + timedelta(seconds=seconds))
-        self.insert(tck_fixture, status=JobStatus.FAILED, started_at=base,
-                    finished_at=base + timedelta(seconds=100))
-        self.insert(tck_fixture, status=JobStatus.SUCCEEDED, started_at=base - timedelta(hours=2),
-                    finished_at=base - timedelta(hours=1))
+            self.insert(
+                tck_fixture,
+                status=JobStatus.SUCCEEDED,
+                started_at=base,
+                finished_at=base + timedelta(seconds=seconds),
+            )
+        self.insert(
+            tck_fixture,
+            status=JobStatus.FAILED,
+            started_at=base,
+            finished_at=base + timedelta(seconds=100),
+        )
+        self.insert(
+            tck_fixture,
+            status=JobStatus.SUCCEEDED,
+            started_at=base - timedelta(hours=2),
+            finished_at=base - timedelta(hours=1),
+        )
         assert analytics.execution_time_percentile(50, base) == timedelta(seconds=5)
         assert analytics.execution_time_percentile(90, base) == timedelta(seconds=9)
         assert analytics.execution_time_percentile(100, base) == timedelta(seconds=10)
@@ -235,8 +273,13 @@ class JobAnalyticsStoreContract(StoreContract):
         base = now_ms() - timedelta(minutes=10)
         assert analytics.queue_wait_percentile(50, base) is None
         for ms in (100, 400, 200, 300):
-            self.insert(tck_fixture, status=JobStatus.RUNNING, scheduled_at=base,
-                        started_at=base + timedelta(milliseconds=ms), owner="tck-node")
+            self.insert(
+                tck_fixture,
+                status=JobStatus.RUNNING,
+                scheduled_at=base,
+                started_at=base + timedelta(milliseconds=ms),
+                owner="tck-node",
+            )
         assert analytics.queue_wait_percentile(50, base) == timedelta(milliseconds=200)
         assert analytics.queue_wait_percentile(100, base) == timedelta(milliseconds=400)
         later = base + timedelta(milliseconds=250)
@@ -253,19 +296,37 @@ class JobAuditStoreContract(StoreContract):
         audit = self.cap(tck_fixture, JobAuditStore)
         job = self.insert(tck_fixture)
         start = now_ms()
-        second = ExecutionRecord(job_id=job.id, attempt=2, node_id="n2",
-                                 status=JobStatus.SUCCEEDED, started_at=start,
-                                 finished_at=start + timedelta(seconds=2), duration_ms=2000)
-        first = ExecutionRecord(job_id=job.id, attempt=1, node_id="n1", status=JobStatus.FAILED,
-                                started_at=start - timedelta(seconds=5), error="IOError")
+        second = ExecutionRecord(
+            job_id=job.id,
+            attempt=2,
+            node_id="n2",
+            status=JobStatus.SUCCEEDED,
+            started_at=start,
+            finished_at=start + timedelta(seconds=2),
+            duration_ms=2000,
+        )
+        first = ExecutionRecord(
+            job_id=job.id,
+            attempt=1,
+            node_id="n1",
+            status=JobStatus.FAILED,
+            started_at=start - timedelta(seconds=5),
+            error="IOError",
+        )
         audit.save_execution(second)
         audit.save_execution(first)
-        audit.save_execution(ExecutionRecord(job_id=uuid7(), attempt=1, node_id="n1",
-                                             status=JobStatus.FAILED, started_at=start))
+        audit.save_execution(
+            ExecutionRecord(
+                job_id=uuid7(), attempt=1, node_id="n1", status=JobStatus.FAILED, started_at=start
+            )
+        )
         found = audit.find_executions_by_job_id(job.id)
         assert [e.attempt for e in found] == [1, 2]
-        assert (found[0].node_id, found[0].status, found[0].error) == ("n1", JobStatus.FAILED,
-                                                                        "IOError")
+        assert (found[0].node_id, found[0].status, found[0].error) == (
+            "n1",
+            JobStatus.FAILED,
+            "IOError",
+        )
         assert (found[1].duration_ms, found[1].status) == (2000, JobStatus.SUCCEEDED)
         assert_same_instant(found[1].finished_at, second.finished_at, "finished_at")
         assert audit.find_executions_by_job_id(uuid7()) == []
@@ -275,8 +336,12 @@ class JobAuditStoreContract(StoreContract):
         job = self.insert(tck_fixture)
         other = self.insert(tck_fixture)
         at = now_ms()
-        lines = [JobLogLine(job_id=job.id, logged_at=at, level=LogLevel.INFO, message=f"line {i}",
-                            attempt=1) for i in range(5)]
+        lines = [
+            JobLogLine(
+                job_id=job.id, logged_at=at, level=LogLevel.INFO, message=f"line {i}", attempt=1
+            )
+            for i in range(5)
+        ]
         audit.append_logs(lines[:3])
         audit.append_logs([JobLogLine(job_id=other.id, message="elsewhere")])
         audit.append_logs(lines[3:])
@@ -284,7 +349,8 @@ class JobAuditStoreContract(StoreContract):
         assert [line.message for line in found] == [f"line {i}" for i in range(5)]
         assert found[0].level is LogLevel.INFO and found[0].attempt == 1
         assert [line.message for line in audit.find_logs_by_job_id(job.id, limit=2)] == [
-            "line 0", "line 1"
+            "line 0",
+            "line 1",
         ]
         assert [line.message for line in audit.find_logs_by_job_id(other.id)] == ["elsewhere"]
         audit.append_logs([])

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="type-abstract"
+# (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Capability contracts of scheduling: recurring definitions, batches, workflow conditions,
 signals."""
 
@@ -53,7 +55,9 @@ class RecurringJobStoreContract(StoreContract):
         found = rec.find_recurring("tck-report")
         assert found is not None
         assert (found.cron, found.timezone, found.target) == (
-            saved.cron, saved.timezone, saved.target
+            saved.cron,
+            saved.timezone,
+            saved.target,
         )
         assert_same_instant(found.next_fire_at, saved.next_fire_at, "next_fire_at")
         rec.save_recurring(_recurring("tck-report", timedelta(minutes=5), enabled=False))
@@ -120,7 +124,10 @@ class BatchStoreContract(StoreContract):
         found = batches.find_batch(batch.id)
         assert found is not None
         assert (found.name, found.status, found.total, found.parent_job_id) == (
-            "tck-import", BatchStatus.OPEN, 0, parent.id
+            "tck-import",
+            BatchStatus.OPEN,
+            0,
+            parent.id,
         )
         assert batches.find_batch(uuid7()) is None
 
@@ -136,9 +143,7 @@ class BatchStoreContract(StoreContract):
         found = batches.find_batch(batch.id)
         assert found is not None and (found.total, found.status) == (7, BatchStatus.SEALED)
 
-    def test_increment_finished_counts_success_and_failure(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_increment_finished_counts_success_and_failure(self, tck_fixture: StoreFixture) -> None:
         batches = self.cap(tck_fixture, BatchStore)
         batch = batches.save_batch(BatchEntity(name="tck-count", total=3))
         assert batches.increment_finished(batch.id, True).succeeded == 1
@@ -203,8 +208,11 @@ class WorkflowConditionStoreContract(StoreContract):
         conds = self.cap(tck_fixture, WorkflowConditionStore)
         parent, other = uuid7(), uuid7()
         second = WorkflowConditionEntity(
-            parent_job_id=parent, child_job_id=uuid7(), kind=ConditionKind.CUSTOM,
-            expression='{"target": "m:pred"}', position=1,
+            parent_job_id=parent,
+            child_job_id=uuid7(),
+            kind=ConditionKind.CUSTOM,
+            expression='{"target": "m:pred"}',
+            position=1,
         )
         first = WorkflowConditionEntity(
             parent_job_id=parent, child_job_id=uuid7(), kind=ConditionKind.ON_FAILURE, position=0
@@ -220,8 +228,10 @@ class WorkflowConditionStoreContract(StoreContract):
         conds = self.cap(tck_fixture, WorkflowConditionStore)
         parent, other = uuid7(), uuid7()
         conds.save_conditions(
-            [WorkflowConditionEntity(parent_job_id=parent, child_job_id=uuid7(), position=i)
-             for i in range(3)]
+            [
+                WorkflowConditionEntity(parent_job_id=parent, child_job_id=uuid7(), position=i)
+                for i in range(3)
+            ]
             + [WorkflowConditionEntity(parent_job_id=other, child_job_id=uuid7())]
         )
         assert conds.delete_conditions_by_parent(parent) == 3
@@ -236,13 +246,15 @@ class SignalStoreContract(StoreContract):
     capability = SignalStore
     summary = "delivery by id/key, delivery race, deadlines and expiry"
 
-    def test_deliver_by_id_makes_the_job_due_with_payload(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_deliver_by_id_makes_the_job_due_with_payload(self, tck_fixture: StoreFixture) -> None:
         signals = self.cap(tck_fixture, SignalStore)
         store = tck_fixture.store()
-        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
-                          scheduled_at=store.server_now() + timedelta(days=1))
+        job = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-k",
+            scheduled_at=store.server_now() + timedelta(days=1),
+        )
         assert signals.deliver_signal_by_id(job.id, '{"approved": true}') is True
         got = self.reload(store, job)
         assert (got.status, got.signal_payload) == (JobStatus.PENDING, '{"approved": true}')
@@ -286,10 +298,18 @@ class SignalStoreContract(StoreContract):
         signals = self.cap(tck_fixture, SignalStore)
         store = tck_fixture.store()
         deadline = store.server_now() + timedelta(milliseconds=600)
-        soon = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-a",
-                           signal_deadline=deadline)
-        self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-b",
-                    signal_deadline=deadline + timedelta(hours=1))
+        soon = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-a",
+            signal_deadline=deadline,
+        )
+        self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-b",
+            signal_deadline=deadline + timedelta(hours=1),
+        )
         self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-c")
         assert signals.find_timed_out_signal_jobs(10) == []
         late = wait_until(lambda: signals.find_timed_out_signal_jobs(10), 5, "the deadline")
@@ -304,8 +324,12 @@ class SignalStoreContract(StoreContract):
     def test_expiry_loses_to_a_delivered_signal(self, tck_fixture: StoreFixture) -> None:
         signals = self.cap(tck_fixture, SignalStore)
         store = tck_fixture.store()
-        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
-                          signal_deadline=store.server_now() - timedelta(seconds=1))
+        job = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-k",
+            signal_deadline=store.server_now() - timedelta(seconds=1),
+        )
         assert signals.deliver_signal_by_id(job.id, "in time") is True
         assert signals.expire_signal(job.id, "timeout") is False
         assert self.reload(store, job).status is JobStatus.PENDING
@@ -313,12 +337,19 @@ class SignalStoreContract(StoreContract):
     def test_delivery_and_expiry_race_has_one_winner(self, tck_fixture: StoreFixture) -> None:
         signals = self.cap(tck_fixture, SignalStore)
         store = tck_fixture.store()
-        job = self.insert(tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k",
-                          signal_deadline=store.server_now() - timedelta(seconds=1))
+        job = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-k",
+            signal_deadline=store.server_now() - timedelta(seconds=1),
+        )
         results = race(
             8,
-            lambda i: signals.deliver_signal_by_id(job.id, "x") if i % 2
-            else signals.expire_signal(job.id, "timeout"),
+            lambda i: (
+                signals.deliver_signal_by_id(job.id, "x")
+                if i % 2
+                else signals.expire_signal(job.id, "timeout")
+            ),
         )
         assert results.count(True) == 1
         assert self.reload(store, job).status in (JobStatus.PENDING, JobStatus.FAILED)

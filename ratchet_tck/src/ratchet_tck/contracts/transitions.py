@@ -7,13 +7,13 @@ from datetime import timedelta
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, JobEntity
-from ratchet_tck.contracts.base_race import race
 from ratchet_tck.contracts.base import (
     StoreContract,
     assert_same_instant,
     naive,
     raises_store_data_error,
 )
+from ratchet_tck.contracts.base_race import race
 from ratchet_tck.fixture import StoreFixture
 
 
@@ -27,9 +27,7 @@ class JobTerminalStoreContract(StoreContract):
 
     summary = "fenced success/failure, batched success, cancellation"
 
-    def test_mark_succeeded_stores_result_and_clears_owner(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_mark_succeeded_stores_result_and_clears_owner(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         job = _running(self, tck_fixture)
         assert store.mark_succeeded(job.id, job.claim_seq, '{"total": 3}') is True
@@ -49,9 +47,7 @@ class JobTerminalStoreContract(StoreContract):
         still = self.reload(store, job)
         assert (still.status, still.result, still.last_error) == (JobStatus.RUNNING, None, None)
 
-    def test_completion_after_release_and_reclaim_is_stale(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_completion_after_release_and_reclaim_is_stale(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         first = _running(self, tck_fixture, "tck-node-old")
         assert store.reset_running_jobs("tck-node-old") == 1
@@ -102,9 +98,7 @@ class JobTerminalStoreContract(StoreContract):
         assert self.reload(store, c).status is JobStatus.SUCCEEDED
         assert store.mark_succeeded_many([]) == set()
 
-    def test_mark_failed_terminal_dead_letters_with_error(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_mark_failed_terminal_dead_letters_with_error(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         job = _running(self, tck_fixture)
         assert store.mark_failed_terminal(job.id, job.claim_seq, "ValueError: bad") is True
@@ -135,9 +129,7 @@ class JobTerminalStoreContract(StoreContract):
         assert store.mark_succeeded(job.id, job.claim_seq, "too late") is False
         assert self.reload(store, job).status is JobStatus.CANCELLED
 
-    def test_cancel_of_terminal_or_missing_job_is_refused(
-        self, tck_fixture: StoreFixture
-    ) -> None:
+    def test_cancel_of_terminal_or_missing_job_is_refused(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         job = _running(self, tck_fixture)
         assert store.mark_succeeded(job.id, job.claim_seq, "done")
@@ -335,8 +327,9 @@ class JobBatchStatusStoreContract(StoreContract):
         store = tck_fixture.store()
         parent = store.insert_job(tck_fixture.new_batch_parent_job())
         later = store.server_now() + timedelta(hours=1)
-        a = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.WAITING,
-                        scheduled_at=later)
+        a = self.insert(
+            tck_fixture, parent_id=parent.id, status=JobStatus.WAITING, scheduled_at=later
+        )
         b = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.WAITING)
         c = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.PAUSED)
         stranger = self.insert(tck_fixture, status=JobStatus.WAITING)
@@ -360,5 +353,3 @@ class JobBatchStatusStoreContract(StoreContract):
         assert found == {orphan.id, lost.id}
         assert kept.id not in found
         assert len(store.find_orphaned_children(1)) == 1
-
-

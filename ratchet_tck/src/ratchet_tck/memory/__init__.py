@@ -7,6 +7,7 @@ worked example of ``docs/tck.md``; it is also handy in application unit tests.
 
 from __future__ import annotations
 
+from ratchet_tck.fixture import BaseStoreFixture
 from ratchet_tck.memory._capabilities import (
     AnalyticsMixin,
     ArchiveMixin,
@@ -20,7 +21,6 @@ from ratchet_tck.memory._capabilities import (
     SignalMixin,
     WorkflowConditionMixin,
 )
-from ratchet_tck.fixture import BaseStoreFixture
 from ratchet_tck.memory._core import CoreMemoryStore
 
 
@@ -38,8 +38,6 @@ class InMemoryJobStore(
     ExtensionMixin,
 ):
     """Every mandatory protocol and every capability, kept in process memory."""
-
-
 
 
 class InMemoryStoreFixture(BaseStoreFixture):

@@ -246,7 +246,9 @@ class LockMixin(CoreMemoryStore):
             current = s.locks.get(name)
             if current is not None and current.owner != owner and current.expires_at > now:
                 return False
-            s.locks[name] = LockEntity(name=name, owner=owner, acquired_at=now, expires_at=now + ttl)
+            s.locks[name] = LockEntity(
+                name=name, owner=owner, acquired_at=now, expires_at=now + ttl
+            )
             return True
 
     def unlock(self, name: str, owner: str) -> bool:

@@ -25,9 +25,8 @@ def _claim_key(job: JobEntity) -> tuple[int, datetime, int]:
 def _matches(
     job: JobEntity, targets: Sequence[str] | None, tag_filter: NodeTagFilter | None
 ) -> bool:
-    if targets is not None and job.execution_target is not None:
-        if job.execution_target not in targets:
-            return False
+    if targets is not None and job.execution_target not in (None, *targets):
+        return False
     if tag_filter is not None:
         tags = set(job.tags)
         if not tag_filter.required <= tags or tags & tag_filter.excluded:
@@ -149,7 +148,9 @@ class CoreMemoryStore:
     def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
         with self._s.lock:
             return {
-                c.job_id for c in completions if self.mark_succeeded(c.job_id, c.claim_seq, c.result)
+                c.job_id
+                for c in completions
+                if self.mark_succeeded(c.job_id, c.claim_seq, c.result)
             }
 
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
@@ -285,9 +286,7 @@ class CoreMemoryStore:
         with s.lock:
             now = s.now()
             running = [
-                j
-                for j in s.jobs.values()
-                if j.status is JobStatus.RUNNING and j.owner in owners
+                j for j in s.jobs.values() if j.status is JobStatus.RUNNING and j.owner in owners
             ]
             for j in running:
                 s.put(j, status=JobStatus.PENDING, owner=None, scheduled_at=now)

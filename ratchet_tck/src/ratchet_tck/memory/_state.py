@@ -44,9 +44,7 @@ def check_utc(value: datetime | None, field: str, job_id: UUID | None = None) ->
 
 def check_key(value: str | None, field: str) -> None:
     if value is not None and (not value or len(value) > MAX_KEY_LENGTH):
-        raise StoreDataError(
-            field, f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(value)}"
-        )
+        raise StoreDataError(field, f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(value)}")
 
 
 def check_tags(tags: tuple[str, ...] | list[str], job_id: UUID | None = None) -> None:
