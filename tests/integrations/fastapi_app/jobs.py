@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+
+def slugify(title: str) -> str:
+    return "-".join(title.lower().split())
