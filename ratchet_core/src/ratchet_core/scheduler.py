@@ -204,7 +204,7 @@ class SchedulerService:
             backoff=encode_backoff(options.backoff),
             idempotency_key=options.idempotency_key,
             execution_target=options.execution_target,
-            tags=options.tags,  # type: ignore[arg-type]  # attrs converter typing
+            tags=options.tags,
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
