@@ -354,3 +354,21 @@ def test_a_transaction_on_a_standalone_server_names_the_replica_set_requirement(
     )
     translated = translate(error, "archive_job")
     assert not translated.retryable and "replica set" in str(translated)
+
+
+def test_an_enqueue_with_a_taken_idempotency_key_keeps_the_callers_transaction_usable(
+    mongo_store: MongoJobStore,
+) -> None:
+    first = mongo_store.insert_job(due_job(idempotency_key="order-7"))
+    other = due_job()
+    with mongo_store.client.start_session() as session:
+
+        def work(s: pymongo.client_session.ClientSession) -> JobEntity:
+            view = mongo_store.joined(s)
+            existing = view.insert_job(due_job(idempotency_key="order-7"))
+            view.insert_job(other)
+            return existing
+
+        existing = session.with_transaction(work)
+    assert existing.id == first.id
+    assert mongo_store.find_by_id(other.id) is not None

@@ -65,6 +65,13 @@ class JobsMixin(MongoBase):
     @translated("insert_job")
     def insert_job(self, job: JobEntity) -> JobEntity:
         doc = job_to_document(job)
+        if job.idempotency_key is not None and self._session is not None:
+            # inside a caller's transaction a duplicate key error would abort the whole
+            # transaction: look the key up first (a concurrent holder still aborts it, as a
+            # write conflict the caller's with_transaction retries)
+            existing = self.find_by_idempotency_key(job.idempotency_key)
+            if existing is not None:
+                return existing
         for _ in range(_IDEMPOTENCY_RACE_RETRIES):
             try:
                 self._jobs.insert_one(doc, session=self._session)
