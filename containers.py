@@ -21,7 +21,11 @@ from dependency_injector import containers, providers
 
 from ratchet_api import Priority
 from ratchet_api.spi import ErrorSanitizer
-from ratchet_core.container import RatchetContainer, RatchetDynamicContainer
+from ratchet_core.container import (
+    RatchetContainer,
+    RatchetDynamicContainer,
+    find_ratchet_container,
+)
 from ratchet_core.defaults.security import DefaultErrorSanitizer
 
 _CARD_NUMBER = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
@@ -70,8 +74,7 @@ def create_container(database_url: str | None = None) -> ApplicationContainer:
 
 def ratchet_container(app: ApplicationContainer) -> RatchetDynamicContainer:
     """The nested Ratchet container of ``app``."""
-    nested: RatchetDynamicContainer = app.ratchet.container
-    return nested
+    return find_ratchet_container(app)
 
 
 __all__ = [
