@@ -80,6 +80,7 @@ async def test_enqueue_waiting_for_the_database_does_not_block_the_event_loop(
     async with app.router.lifespan_context(app) as state:
         transport = httpx.ASGITransport(app=app)
         # httpx's ASGITransport does not run the lifespan: hand its state to the requests.
+        assert state is not None
         app.state.ratchet = state["ratchet"]
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             holder = threading.Thread(target=hold_write_lock)

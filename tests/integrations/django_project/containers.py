@@ -7,7 +7,7 @@ from dependency_injector import containers, providers
 
 from ratchet_api.priority import Priority
 from ratchet_api.spi import RetryPolicy
-from ratchet_core.container import RatchetContainer
+from ratchet_core.container import RatchetContainer, find_ratchet_container
 from ratchet_core.defaults.retry import DefaultRetryPolicy
 
 
@@ -21,7 +21,8 @@ class ProjectContainer(containers.DeclarativeContainer):
 
 def create_container() -> ProjectContainer:
     container = ProjectContainer()
-    container.ratchet.alternatives.register(
+    ratchet = find_ratchet_container(container)
+    ratchet.alternatives.register(
         RetryPolicy, providers.Singleton(ProjectRetryPolicy), priority=Priority.APPLICATION
     )
     return container

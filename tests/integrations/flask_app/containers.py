@@ -6,7 +6,7 @@ from dependency_injector import containers, providers
 
 from ratchet_api.priority import Priority
 from ratchet_api.spi import ErrorSanitizer
-from ratchet_core.container import RatchetContainer
+from ratchet_core.container import RatchetContainer, find_ratchet_container
 from ratchet_core.defaults.security import DefaultErrorSanitizer
 
 
@@ -20,7 +20,8 @@ class AppContainer(containers.DeclarativeContainer):
 
 def create_container() -> AppContainer:
     container = AppContainer()
-    container.ratchet.alternatives.register(
+    ratchet = find_ratchet_container(container)
+    ratchet.alternatives.register(
         ErrorSanitizer, providers.Singleton(ShopErrorSanitizer), priority=Priority.APPLICATION
     )
     return container

@@ -44,6 +44,15 @@ def flatten_settings(values: Mapping[str, Any], setting: str) -> dict[str, Any]:
     return flat
 
 
+def new_ratchet_container(**kwargs: Any) -> RatchetDynamicContainer:
+    """A new ``RatchetContainer`` instance (typed as the dynamic container it is)."""
+    from ratchet_core.container import RatchetContainer
+
+    container: Any = RatchetContainer(**kwargs)
+    assert isinstance(container, RatchetDynamicContainer)
+    return container
+
+
 def insert_config_source(
     container: RatchetDynamicContainer, source: RatchetConfigSource, *, position: int = 1
 ) -> None:
@@ -51,11 +60,12 @@ def insert_config_source(
     precedence; the default 1 places it right after the explicit ``overrides`` dict, before the
     environment and the TOML file). Resets an already created ``settings`` singleton so that the
     next lookup sees the new chain."""
-    chain = container.config_sources
+    chain: Any = container.config_sources
     current = list(chain.args)
     current.insert(position, providers.Object(source))
     chain.set_args(*current)
-    container.settings.reset()
+    settings: Any = container.settings
+    settings.reset()
 
 
-__all__ = ["flatten_settings", "insert_config_source"]
+__all__ = ["flatten_settings", "insert_config_source", "new_ratchet_container"]

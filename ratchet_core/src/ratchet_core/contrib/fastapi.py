@@ -45,9 +45,9 @@ def _build(container: Any) -> tuple[Any, RatchetDynamicContainer]:
 
     if container is None:
         app_container: Any = RatchetContainer()
-    elif isinstance(container, type) and issubclass(container, containers.DeclarativeContainer):
-        app_container = container()
-    elif callable(container) and not isinstance(container, containers.Container):
+    elif (
+        isinstance(container, type) and issubclass(container, containers.DeclarativeContainer)
+    ) or (callable(container) and not isinstance(container, containers.Container)):
         app_container = container()
     else:
         app_container = container

@@ -32,11 +32,10 @@ from flask.cli import ScriptInfo
 
 from ratchet_api.scheduler import JobScheduler
 from ratchet_core.container import (
-    RatchetContainer,
     RatchetDynamicContainer,
     find_ratchet_container,
 )
-from ratchet_core.contrib import insert_config_source
+from ratchet_core.contrib import insert_config_source, new_ratchet_container
 
 EXTENSION_KEY = "ratchet"
 CONFIG_PREFIX = "RATCHET_"
@@ -119,7 +118,9 @@ class Ratchet:
         ``ConfigurationError`` for a bad configuration (at startup, not at the first job)."""
         app_container = _instantiate(self._container_spec)
         ratchet = (
-            RatchetContainer() if app_container is None else find_ratchet_container(app_container)
+            new_ratchet_container()
+            if app_container is None
+            else find_ratchet_container(app_container)
         )
         insert_config_source(ratchet, FlaskConfigSource(app))
         ratchet.build()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -58,10 +59,8 @@ class RatchetAppConfig(AppConfig):
 def _close_quietly(container: RatchetDynamicContainer) -> None:
     # The replaced container's store holds a connection pool; creating a never-used store just
     # to close it is cheap (engines connect lazily).
-    try:
+    with contextlib.suppress(Exception):  # closing a replaced container must not break a caller
         container.job_store().close()
-    except Exception:  # noqa: BLE001 - closing a replaced container must not break a caller
-        pass
 
 
 __all__ = ["RatchetAppConfig"]

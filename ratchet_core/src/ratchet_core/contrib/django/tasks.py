@@ -26,7 +26,7 @@ import dataclasses
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 from django.db import close_old_connections
@@ -37,31 +37,30 @@ from ratchet_api.model import JobPriority, JobStatus
 from ratchet_api.scheduler import JobContext
 from ratchet_api.store.entities import JobEntity
 
-try:  # Django >= 6.0
-    from django.tasks import TaskResultStatus  # type: ignore[import-not-found,unused-ignore]
-    from django.tasks.backends.base import (  # type: ignore[import-not-found,unused-ignore]
-        BaseTaskBackend,
-    )
-    from django.tasks.base import (  # type: ignore[import-not-found,unused-ignore]
-        Task,
-        TaskContext,
-        TaskError,
-        TaskResult,
-    )
-    from django.tasks.exceptions import (  # type: ignore[import-not-found,unused-ignore]
-        InvalidTask,
-        TaskResultDoesNotExist,
-    )
-
-    TASKS_MODULE = "django.tasks"
-except ImportError:  # Django 5.x with the django-tasks backport
-    from django_tasks import TaskResultStatus
+if TYPE_CHECKING:  # checked against the backport's typed API
+    from django_tasks import TaskResultStatus, task_backends
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskContext, TaskError, TaskResult
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
 
     TASKS_MODULE = "django_tasks"
+else:
+    try:  # Django >= 6.0
+        from django.tasks import TaskResultStatus, task_backends
+        from django.tasks.backends.base import BaseTaskBackend
+        from django.tasks.base import Task, TaskContext, TaskError, TaskResult
+        from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+
+        TASKS_MODULE = "django.tasks"
+    except ImportError:  # Django 5.x with the django-tasks backport
+        from django_tasks import TaskResultStatus, task_backends
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task, TaskContext, TaskError, TaskResult
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
+        from django_tasks.exceptions import TaskResultDoesNotExist
+
+        TASKS_MODULE = "django_tasks"
 
 T = TypeVar("T")
 
@@ -157,17 +156,13 @@ def run_django_task(
 
 def backend_for(alias: str) -> RatchetTaskBackend:
     """The configured backend ``alias``; ``InvalidTask`` when it is not a Ratchet backend."""
-    if TASKS_MODULE == "django.tasks":
-        from django.tasks import task_backends  # type: ignore[import-not-found,unused-ignore]
-    else:
-        from django_tasks import task_backends
     backend = task_backends[alias]
     if not isinstance(backend, RatchetTaskBackend):
         raise InvalidTask(f"task backend {alias!r} is {type(backend).__name__}, not Ratchet's")
     return backend
 
 
-class RatchetTaskBackend(BaseTaskBackend):  # type: ignore[misc]
+class RatchetTaskBackend(BaseTaskBackend):
     """Runs Django tasks on Ratchet workers (``manage.py ratchet_worker``)."""
 
     supports_defer = True

@@ -14,11 +14,11 @@ from ratchet_api.priority import Priority
 from ratchet_api.spi.runtime import AfterCommitRegistrar
 from ratchet_core.config import STORE_URL
 from ratchet_core.container import (
-    RatchetContainer,
     RatchetDynamicContainer,
     find_ratchet_container,
     lazy,
 )
+from ratchet_core.contrib import new_ratchet_container
 from ratchet_core.contrib.django.conf import (
     CONTAINER_SETTING,
     DATABASE,
@@ -66,20 +66,23 @@ def build_container() -> tuple[RatchetDynamicContainer, bool]:
     (the store lives in the Django database it follows)."""
     source = DjangoSettingsSource(ratchet_settings())
     app_container = load_application_container()
-    ratchet = find_ratchet_container(app_container) if app_container is not None else None
-    if ratchet is None:
-        ratchet = RatchetContainer()
+    ratchet = (
+        find_ratchet_container(app_container)
+        if app_container is not None
+        else new_ratchet_container()
+    )
     wiring: dict[str, Any] = ratchet.__dict__.setdefault(_WIRED, {})
     if wiring:
         # A container instance reused across rebuilds (override_settings): forget instances
         # created from the previous settings.
         ratchet.reset_singletons()
-    chain = ratchet.config_sources
+    chain: Any = ratchet.config_sources
+    settings_singleton: Any = ratchet.settings
     args = [a for a in chain.args if id(a) not in wiring.get("sources", ())]
     settings_provider = providers.Object(source)
     args.insert(1, settings_provider)
     chain.set_args(*args)
-    ratchet.settings.reset()
+    settings_singleton.reset()
 
     config = ratchet.settings()
     alias = config.get(DATABASE)
@@ -96,7 +99,7 @@ def build_container() -> tuple[RatchetDynamicContainer, bool]:
         url, error = None, exc
     database_provider = providers.Object(DjangoDatabaseSource(alias, url, error))
     chain.add_args(database_provider)
-    ratchet.settings.reset()
+    settings_singleton.reset()
     wiring["sources"] = (id(settings_provider), id(database_provider))
     wiring["alias"] = alias
 
