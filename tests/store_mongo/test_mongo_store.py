@@ -21,7 +21,7 @@ from ratchet_api.errors import (
 )
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, JobEntity
-from ratchet_store_mongo import MongoJobStore
+from ratchet_store_mongo import COLLECTIONS, MongoJobStore
 from ratchet_store_mongo.documents import job_to_document
 from ratchet_store_mongo.errors import translate
 
@@ -372,3 +372,26 @@ def test_an_enqueue_with_a_taken_idempotency_key_keeps_the_callers_transaction_u
         existing = session.with_transaction(work)
     assert existing.id == first.id
     assert mongo_store.find_by_id(other.id) is not None
+
+
+def test_concurrent_upgrades_build_exactly_the_declared_collections_and_indexes(
+    mongo_url: str,
+) -> None:
+    stores = [MongoJobStore(mongo_url, collection_prefix="race_probe_") for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda s: s.upgrade(), stores))
+        db = stores[0].client.get_database(stores[0].database_name)
+        names = {n for n in db.list_collection_names() if n.startswith("race_probe_")}
+        assert names == {f"race_probe_{spec.name}" for spec in COLLECTIONS}
+        for spec in COLLECTIONS:
+            info = db[f"race_probe_{spec.name}"].index_information()
+            for index in spec.indexes:
+                declared = index.document
+                assert declared["name"] in info, f"{spec.name}: index {declared['name']} missing"
+                assert list(declared["key"].items()) == list(info[declared["name"]]["key"])
+                assert bool(declared.get("unique")) == bool(info[declared["name"]].get("unique"))
+    finally:
+        stores[0].downgrade("base")
+        for store in stores:
+            store.close()
