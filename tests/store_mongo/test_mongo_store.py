@@ -7,6 +7,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 import pymongo
@@ -21,6 +22,7 @@ from ratchet_api.errors import (
 )
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_api.store.protocols import LockStore
 from ratchet_store_mongo import COLLECTIONS, MongoJobStore
 from ratchet_store_mongo.documents import job_to_document
 from ratchet_store_mongo.errors import translate
@@ -28,7 +30,7 @@ from ratchet_store_mongo.errors import translate
 pytestmark = pytest.mark.mongo
 
 
-def due_job(**changes: object) -> JobEntity:
+def due_job(**changes: Any) -> JobEntity:
     now = datetime.now(UTC)
     job = JobEntity(target="app.jobs:work", scheduled_at=now - timedelta(seconds=1))
     return attrs.evolve(job, **changes) if changes else job
@@ -111,7 +113,7 @@ def test_an_unreadable_job_is_dead_lettered_by_the_claim_not_handed_out(
 
 def test_an_invalid_job_is_refused_before_anything_is_written(mongo_store: MongoJobStore) -> None:
     good = due_job()
-    bad = attrs.evolve(due_job(), status="SOMEWHERE")
+    bad = attrs.evolve(due_job(), status="SOMEWHERE")  # type: ignore[arg-type]
     with pytest.raises(StoreDataError, match="status") as info:
         mongo_store.bulk_insert([good, bad])
     assert info.value.job_id == bad.id
@@ -207,7 +209,10 @@ def test_locks_taken_inside_a_joined_session_survive_its_rollback(
 ) -> None:
     with mongo_store.client.start_session() as session:
         session.start_transaction()
-        assert mongo_store.joined(session).try_lock("leader", "n1", timedelta(seconds=30))
+        view = mongo_store.joined(session)
+        locks = view.capability(LockStore)  # type: ignore[type-abstract]
+        assert locks is not None
+        assert locks.try_lock("leader", "n1", timedelta(seconds=30))
         session.abort_transaction()
     lock = mongo_store.find_lock("leader")
     assert lock is not None and lock.owner == "n1"
