@@ -31,7 +31,7 @@ def collect_keys() -> dict[str, Any]:
 
 
 def _default(value: Any) -> str:
-    if value is None or value == {} or value == ():
+    if value is None or value in ({}, ()):
         return "(none)"
     if value == "":
         return "(empty)"
