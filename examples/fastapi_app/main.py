@@ -8,8 +8,8 @@ from typing import Any
 from uuid import UUID
 
 from fastapi import FastAPI
-
 from jobs import make_thumbnail
+
 from ratchet_api.store.protocols import SchemaManager
 from ratchet_core.container import RatchetContainer
 from ratchet_core.contrib.fastapi import Scheduler, aenqueue, arun_sync, ratchet_lifespan

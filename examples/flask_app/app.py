@@ -13,9 +13,9 @@ from uuid import UUID
 from flask import Flask, jsonify, request
 from flask.typing import ResponseReturnValue
 from flask_sqlalchemy import SQLAlchemy
+from jobs import send_receipt
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from jobs import send_receipt
 from ratchet_api.store.protocols import SchemaManager
 from ratchet_core.contrib.flask import Ratchet, enqueue, get_scheduler, get_state
 
@@ -66,6 +66,7 @@ def create_app() -> Flask:
 if __name__ == "__main__":
     app = create_app()
     worker = get_state(app).container.worker()
-    threading.Thread(target=worker.run_forever, kwargs={"install_signal_handlers": False},
-                     daemon=True).start()
+    threading.Thread(
+        target=worker.run_forever, kwargs={"install_signal_handlers": False}, daemon=True
+    ).start()
     app.run(port=5000)

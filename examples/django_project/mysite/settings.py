@@ -1,7 +1,7 @@
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-SECRET_KEY = "example-only-not-secret"  # noqa: S105
+SECRET_KEY = "example-only-not-secret"
 DEBUG = True
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 ROOT_URLCONF = "mysite.urls"

@@ -1,7 +1,6 @@
 """A plain Ratchet job and a Django Tasks @task."""
 
 from django.db import close_old_connections
-
 from django_tasks import task  # Django 6: from django.tasks import task
 
 
