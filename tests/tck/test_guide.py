@@ -61,7 +61,13 @@ def test_guide_commands_certify_the_example_store(tmp_path: Path) -> None:
     assert [c.split()[0] for c in commands] == ["pytest", "pytest", "ratchet-tck"]
     for command in commands:
         done = subprocess.run(
-            shlex.split(command), cwd=work, env=env, capture_output=True, text=True, timeout=240
+            shlex.split(command),
+            cwd=work,
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=240,
         )
         assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
     for out in ("build/tck-pytest", "build/tck"):
@@ -87,6 +93,7 @@ def test_report_command_rejects_a_bad_fixture_path(tmp_path: Path) -> None:
             "--name",
             "x",
         ],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60,
@@ -100,6 +107,7 @@ def test_report_command_rejects_a_bad_fixture_path(tmp_path: Path) -> None:
 def test_report_command_names_what_is_wrong_with_the_fixture(tmp_path: Path, spec: str) -> None:
     done = subprocess.run(
         [str(BIN / "ratchet-tck"), "report", "--fixture", spec, "--out", str(tmp_path)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=60,
