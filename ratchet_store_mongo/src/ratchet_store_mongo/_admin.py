@@ -26,7 +26,7 @@ from ratchet_store_mongo._base import (
     Doc,
     MongoBase,
     require_key,
-    require_positive,
+    require_non_negative,
     require_uuid,
 )
 from ratchet_store_mongo.documents import (
@@ -41,7 +41,7 @@ from ratchet_store_mongo.errors import translated
 def _fence(expected_claim_seq: int | None) -> Doc:
     if expected_claim_seq is None:
         return {}
-    require_positive(expected_claim_seq, "expected_claim_seq")
+    require_non_negative(expected_claim_seq, "expected_claim_seq")
     return {"status": JobStatus.RUNNING.value, "claim_seq": expected_claim_seq}
 
 
@@ -86,7 +86,7 @@ class AdminMixin(MongoBase):
 
     @translated("archive_finished_before")
     def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         if limit == 0:
             return 0
         return self._archive({"finished_at": {"$lt": to_bson_datetime(cutoff, "cutoff")}}, limit)
@@ -98,8 +98,8 @@ class AdminMixin(MongoBase):
 
     @translated("find_archived_jobs")
     def find_archived_jobs(self, limit: int, offset: int = 0) -> list[JobEntity]:
-        require_positive(limit, "limit")
-        require_positive(offset, "offset")
+        require_non_negative(limit, "limit")
+        require_non_negative(offset, "offset")
         if limit == 0:
             return []
         cursor = (
@@ -159,7 +159,7 @@ class AdminMixin(MongoBase):
 
     @translated("find_job_ids_by_tag")
     def find_job_ids_by_tag(self, tag: str, limit: int) -> list[UUID]:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         if limit == 0:
             return []
         cursor = (
@@ -270,7 +270,7 @@ class AdminMixin(MongoBase):
 
     @translated("find_logs_by_job_id")
     def find_logs_by_job_id(self, job_id: UUID, limit: int = 1000) -> list[JobLogLine]:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         if limit == 0:
             return []
         cursor = (
@@ -402,7 +402,7 @@ class AdminMixin(MongoBase):
         expected_claim_seq: int | None = None,
     ) -> StateWriteResult:
         require_uuid(job_id, "job_id")
-        require_positive(expected_version, "expected_version")
+        require_non_negative(expected_version, "expected_version")
         require_key(namespace, "namespace", job_id)
         if not isinstance(state, str):
             raise StoreDataError(

@@ -57,11 +57,7 @@ def now_plus(delta: timedelta) -> Doc:
     return {"$add": [NOW, int(delta.total_seconds() * 1000)]}
 
 
-def now_minus(delta: timedelta) -> Doc:
-    return {"$subtract": [NOW, int(delta.total_seconds() * 1000)]}
-
-
-def require_positive(value: int, field: str) -> None:
+def require_non_negative(value: int, field: str) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise StoreDataError(field, f"must be a non-negative integer, got {value!r}")
 
@@ -131,10 +127,9 @@ __all__ = [
     "MongoBase",
     "bson_value",
     "lit",
-    "now_minus",
     "now_plus",
     "require_key",
-    "require_positive",
+    "require_non_negative",
     "require_uuid",
     "set_stage",
 ]

@@ -19,7 +19,7 @@ from ratchet_api.store.entities import (
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
-from ratchet_store_mongo._base import MongoBase, require_key, require_positive, set_stage
+from ratchet_store_mongo._base import MongoBase, require_key, require_non_negative, set_stage
 from ratchet_store_mongo.documents import (
     from_document,
     job_from_document,
@@ -52,7 +52,7 @@ class FeaturesMixin(MongoBase):
 
     @translated("find_due_recurring")
     def find_due_recurring(self, limit: int) -> list[RecurringJobEntity]:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         if limit == 0:
             return []
         cursor = (
@@ -109,7 +109,7 @@ class FeaturesMixin(MongoBase):
 
     @translated("add_to_total")
     def add_to_total(self, batch_id: UUID, count: int) -> BatchEntity:
-        require_positive(count, "count")
+        require_non_negative(count, "count")
         doc = self._col("batches").find_one_and_update(
             {"_id": batch_id, "status": BatchStatus.OPEN.value},
             {"$inc": {"total": count}},
@@ -216,7 +216,7 @@ class FeaturesMixin(MongoBase):
 
     @translated("find_timed_out_signal_jobs")
     def find_timed_out_signal_jobs(self, limit: int) -> list[JobEntity]:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         if limit == 0:
             return []
         cursor = (

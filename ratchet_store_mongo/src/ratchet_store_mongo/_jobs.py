@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 import attrs
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.client_session import ClientSession
-from pymongo.errors import BulkWriteError, DuplicateKeyError
+from pymongo.errors import DuplicateKeyError
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.ids import uuid7
@@ -20,9 +19,7 @@ from ratchet_store_mongo._base import (
     TERMINAL,
     Doc,
     MongoBase,
-    bson_value,
-    lit,
-    require_positive,
+    require_non_negative,
     require_uuid,
     set_stage,
 )
@@ -32,13 +29,13 @@ from ratchet_store_mongo.errors import duplicate_key_index, translated
 CLAIM_SORT = [("priority", DESCENDING), ("scheduled_at", ASCENDING), ("_id", ASCENDING)]
 CREATED_ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
 ENTITY_FIELDS = tuple(f.name for f in attrs.fields(JobEntity) if f.name != "id")
-_IDEMPOTENCY_RACE_RETRIES = 5
+IDEMPOTENCY_RACE_RETRIES = 5
 
 
 def fenced(job_id: UUID, claim_seq: int) -> Doc:
     """The filter of a fenced write: the job is RUNNING under exactly this claim."""
     require_uuid(job_id, "job_id")
-    require_positive(claim_seq, "claim_seq")
+    require_non_negative(claim_seq, "claim_seq")
     return {"_id": job_id, "status": JobStatus.RUNNING.value, "claim_seq": claim_seq}
 
 
@@ -72,7 +69,7 @@ class JobsMixin(MongoBase):
             existing = self.find_by_idempotency_key(job.idempotency_key)
             if existing is not None:
                 return existing
-        for _ in range(_IDEMPOTENCY_RACE_RETRIES):
+        for _ in range(IDEMPOTENCY_RACE_RETRIES):
             try:
                 self._jobs.insert_one(doc, session=self._session)
                 return job_from_document(doc)
@@ -142,7 +139,7 @@ class JobsMixin(MongoBase):
         execution_targets: Sequence[str] | None = None,
         tag_filter: NodeTagFilter | None = None,
     ) -> list[JobEntity]:
-        require_positive(limit, "limit")
+        require_non_negative(limit, "limit")
         query: Doc = {"status": JobStatus.PENDING.value, "scheduled_at": {"$lte": self._now()}}
         if execution_targets is not None:
             query["execution_target"] = {"$in": [*execution_targets, None]}
@@ -321,272 +318,5 @@ class JobsMixin(MongoBase):
     def resume_job(self, job_id: UUID) -> bool:
         return self._swap(job_id, JobStatus.PAUSED, {"status": JobStatus.PENDING})
 
-    # ------------------------------------------------------------------ status / parent-child
 
-    @translated("compare_and_swap_status")
-    def compare_and_swap_status(self, job_id: UUID, expected: JobStatus, new: JobStatus) -> bool:
-        try:
-            new = JobStatus(new)
-            expected = JobStatus(expected)
-        except ValueError as exc:
-            raise StoreDataError("status", str(exc), job_id=job_id) from exc
-        values: Doc = {"status": new}
-        if new is not JobStatus.RUNNING:
-            values["owner"] = None
-        return self._swap(job_id, expected, values, now=("finished_at",) if new.is_terminal else ())
-
-    @translated("release_claim")
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
-        return self._fenced_update(
-            job_id,
-            claim_seq,
-            set_stage(
-                {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
-                now=("updated_at",),
-                attempt={"$max": [0, {"$subtract": ["$attempt", 1]}]},
-            ),
-        )
-
-    def _reset_running(self, query: Doc, due_now: bool) -> int:
-        result = self._jobs.update_many(
-            {**query, "status": JobStatus.RUNNING.value},
-            set_stage(
-                {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
-                now=("updated_at", "scheduled_at") if due_now else ("updated_at",),
-            ),
-            session=self._session,
-        )
-        return result.modified_count
-
-    @translated("reset_running_jobs")
-    def reset_running_jobs(self, node_id: str) -> int:
-        return self._reset_running({"owner": node_id}, due_now=False)
-
-    @translated("find_children")
-    def find_children(self, parent_id: UUID) -> list[JobEntity]:
-        cursor = self._jobs.find({"parent_id": parent_id}, session=self._session)
-        return [job_from_document(d) for d in cursor.sort(CREATED_ORDER)]
-
-    @translated("release_waiting_children")
-    def release_waiting_children(self, parent_id: UUID, child_ids: Sequence[UUID]) -> int:
-        if not child_ids:
-            return 0
-        result = self._jobs.update_many(
-            {
-                "_id": {"$in": list(child_ids)},
-                "parent_id": parent_id,
-                "status": JobStatus.WAITING.value,
-            },
-            set_stage({"status": JobStatus.PENDING}, now=("scheduled_at", "updated_at")),
-            session=self._session,
-        )
-        return result.modified_count
-
-    @translated("find_orphaned_children")
-    def find_orphaned_children(self, limit: int) -> list[JobEntity]:
-        require_positive(limit, "limit")
-        orphans: list[JobEntity] = []
-        if limit == 0:
-            return orphans
-        waiting = (
-            self._jobs.find(
-                {"status": JobStatus.WAITING.value, "parent_id": {"$ne": None}},
-                session=self._session,
-            )
-            .sort(CREATED_ORDER)
-            .batch_size(500)
-        )
-        page: list[Doc] = []
-
-        def flush() -> None:
-            parents = {d["parent_id"] for d in page}
-            live = {
-                d["_id"]
-                for d in self._jobs.find(
-                    {"_id": {"$in": list(parents)}, "status": {"$nin": TERMINAL}},
-                    {"_id": 1},
-                    session=self._session,
-                )
-            }
-            orphans.extend(job_from_document(d) for d in page if d["parent_id"] not in live)
-            page.clear()
-
-        for doc in waiting:
-            page.append(doc)
-            if len(page) >= 500:
-                flush()
-                if len(orphans) >= limit:
-                    break
-        if page and len(orphans) < limit:
-            flush()
-        return orphans[:limit]
-
-    # ------------------------------------------------------------------ bulk
-
-    @translated("bulk_insert")
-    def bulk_insert(self, jobs: Sequence[JobEntity]) -> int:
-        docs = [job_to_document(job) for job in jobs]  # all validated before anything is written
-        if not docs:
-            return 0
-
-        def run(session: ClientSession) -> int:
-            keys = [d["idempotency_key"] for d in docs if d["idempotency_key"] is not None]
-            taken: set[str] = set()
-            if keys:
-                taken = {
-                    d["idempotency_key"]
-                    for d in self._jobs.find(
-                        {"idempotency_key": {"$in": keys}}, {"idempotency_key": 1}, session=session
-                    )
-                }
-            fresh: list[Doc] = []
-            for doc in docs:
-                key = doc["idempotency_key"]
-                if key is not None:
-                    if key in taken:
-                        continue
-                    taken.add(key)
-                fresh.append(doc)
-            if fresh:
-                self._jobs.insert_many(fresh, ordered=True, session=session)
-            return len(fresh)
-
-        for _ in range(_IDEMPOTENCY_RACE_RETRIES):
-            try:
-                return self._atomic(run)
-            except (DuplicateKeyError, BulkWriteError) as exc:
-                index = _bulk_duplicate_index(exc)
-                if index != "idempotency_key" or (
-                    self._session is not None and self._session.in_transaction
-                ):
-                    # the caller's transaction is aborted by the error: it cannot be retried here
-                    raise DuplicateJobError(
-                        f"bulk insert refused, nothing inserted: duplicate {index or 'key'} "
-                        f"({_bulk_error_message(exc)})"
-                    ) from exc
-                # a concurrent insert took an idempotency key after our check: run again
-        raise DuplicateJobError("bulk insert: idempotency keys kept being taken concurrently")
-
-    @translated("reset_orphan_jobs")
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
-        if not node_ids:
-            return 0
-        return self._reset_running({"owner": {"$in": list(node_ids)}}, due_now=True)
-
-    @translated("find_stale_running_jobs")
-    def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:
-        require_positive(limit, "limit")
-        if limit == 0:
-            return []
-        cursor = (
-            self._jobs.find(
-                {
-                    "status": JobStatus.RUNNING.value,
-                    "heartbeat_at": {"$lt": to_bson_datetime(heartbeat_before, "heartbeat_before")},
-                },
-                session=self._session,
-            )
-            .sort([("heartbeat_at", ASCENDING), ("_id", ASCENDING)])
-            .limit(limit)
-        )
-        return [job_from_document(d) for d in cursor]
-
-    @translated("touch_running_jobs")
-    def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
-        if not job_ids:
-            return 0
-        result = self._jobs.update_many(
-            {"_id": {"$in": list(job_ids)}, "owner": node_id, "status": JobStatus.RUNNING.value},
-            set_stage({}, now=("heartbeat_at",)),
-            session=self._session,
-        )
-        return result.matched_count
-
-    @translated("delete_dead_letter_older_than")
-    def delete_dead_letter_older_than(self, cutoff: datetime, limit: int) -> int:
-        require_positive(limit, "limit")
-        if limit == 0:
-            return 0
-        query = {
-            "status": JobStatus.FAILED.value,
-            "finished_at": {"$lt": to_bson_datetime(cutoff, "cutoff")},
-        }
-
-        def run(session: ClientSession) -> int:
-            ids = [
-                d["_id"]
-                for d in self._jobs.find(query, {"_id": 1}, session=session)
-                .sort([("finished_at", ASCENDING), ("_id", ASCENDING)])
-                .limit(limit)
-            ]
-            if not ids:
-                return 0
-            deleted = self._jobs.delete_many({**query, "_id": {"$in": ids}}, session=session)
-            self._col("logs").delete_many({"job_id": {"$in": ids}}, session=session)
-            self._col("executions").delete_many({"job_id": {"$in": ids}}, session=session)
-            return deleted.deleted_count
-
-        return self._atomic(run)
-
-    # ------------------------------------------------------------------ tags
-
-    @translated("insert_tags")
-    def insert_tags(self, job_id: UUID, tags: Sequence[str]) -> None:
-        require_uuid(job_id, "job_id")
-        clean = check_tags(job_id, tags)
-        result = self._jobs.update_one(
-            {"_id": job_id},
-            [{"$set": {"tags": {"$setUnion": [{"$ifNull": ["$tags", []]}, lit(clean)]}}}],
-            session=self._session,
-        )
-        if result.matched_count == 0:
-            raise JobNotFoundError(job_id)
-
-    @translated("delete_tags_by_job_id")
-    def delete_tags_by_job_id(self, job_id: UUID) -> int:
-        doc = self._jobs.find_one_and_update(
-            {"_id": job_id},
-            {"$set": {"tags": []}},
-            {"tags": 1},
-            return_document=ReturnDocument.BEFORE,
-            session=self._session,
-        )
-        if doc is None:
-            return 0
-        tags = doc.get("tags")
-        return len(tags) if isinstance(tags, list) else 0
-
-    @translated("find_tags")
-    def find_tags(self, job_id: UUID) -> list[str]:
-        doc = self._jobs.find_one({"_id": job_id}, {"tags": 1}, session=self._session)
-        if doc is None:
-            return []
-        tags = doc.get("tags")
-        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-            raise StoreDataError(
-                "tags", f"expected an array of strings, got {tags!r}", job_id=job_id
-            )
-        return sorted(tags)
-
-
-def _bulk_duplicate_index(exc: DuplicateKeyError | BulkWriteError) -> str | None:
-    if isinstance(exc, DuplicateKeyError):
-        return duplicate_key_index(exc)
-    for error in exc.details.get("writeErrors", []):
-        if error.get("code") == 11000:
-            pattern: Any = error.get("keyPattern")
-            if isinstance(pattern, dict) and pattern:
-                return str(next(iter(pattern)))
-            message = str(error.get("errmsg", ""))
-            return "idempotency_key" if "idempotency_key" in message else "_id"
-    return None
-
-
-def _bulk_error_message(exc: DuplicateKeyError | BulkWriteError) -> str:
-    if isinstance(exc, BulkWriteError):
-        errors = exc.details.get("writeErrors", [])
-        return str(errors[0].get("errmsg")) if errors else str(exc)
-    return str(exc)
-
-
-__all__ = ["CLAIM_SORT", "CREATED_ORDER", "JobsMixin", "bson_value", "fenced"]
+__all__ = ["CLAIM_SORT", "CREATED_ORDER", "JobsMixin", "fenced"]
