@@ -1,0 +1,180 @@
+"""Cluster coordination: LISTEN/NOTIFY and Redis wake-ups between nodes, startup leases."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from ratchet_api.model import JobPriority, JobStatus, JobWakeupHint, NodeIdentity, PollingConfig
+from ratchet_core.cluster import (
+    PostgresNotifyClusterCoordinator,
+    RedisClusterCoordinator,
+    StoreBackedStartupCoordinator,
+    create_cluster_coordinator,
+    decode_hint,
+    encode_hint,
+)
+from ratchet_core.config import DefaultRatchetConfig
+from tests import servers
+from tests.engine import targets
+from tests.engine.conftest import build_container, migrate
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.hints: list[JobWakeupHint] = []
+        self.event = threading.Event()
+
+    def __call__(self, hint: JobWakeupHint) -> None:
+        self.hints.append(hint)
+        self.event.set()
+
+    def wait(self, timeout: float = 5.0) -> bool:
+        ok = self.event.wait(timeout)
+        self.event.clear()
+        return ok
+
+
+def test_hint_round_trips_and_garbage_is_ignored() -> None:
+    text = encode_hint(JobPriority.HIGH, NodeIdentity(node_id="a"), "gpu")
+    hint = decode_hint(text)
+    assert hint == JobWakeupHint(
+        priority=JobPriority.HIGH, source=NodeIdentity(node_id="a"), execution_target="gpu"
+    )
+    assert decode_hint("not json") is None
+    assert decode_hint('{"p": 5}') is None
+
+
+def exchange(make: Any) -> None:
+    """Node b hears node a; a never hears itself."""
+    a, b = make("node-a"), make("node-b")
+    try:
+        heard_by_a, heard_by_b = Inbox(), Inbox()
+        a.register_wakeup_listener(heard_by_a)
+        b.register_wakeup_listener(heard_by_b)
+        assert a.wait_subscribed(5) and b.wait_subscribed(5)
+        a.notify_new_work(JobPriority.CRITICAL, NodeIdentity(node_id="node-a"), "gpu")
+        assert heard_by_b.wait()
+        assert heard_by_b.hints[0].source.node_id == "node-a"
+        assert heard_by_b.hints[0].priority is JobPriority.CRITICAL
+        assert heard_by_b.hints[0].execution_target == "gpu"
+        time.sleep(0.2)
+        assert heard_by_a.hints == []  # own messages are suppressed
+    finally:
+        a.close()
+        b.close()
+
+
+def test_postgres_notify_wakes_other_nodes_only(postgres_url: str) -> None:
+    exchange(lambda node: PostgresNotifyClusterCoordinator(postgres_url, node, "ratchet_test_a"))
+
+
+def test_postgres_listener_reconnects_after_its_connection_is_killed(postgres_url: str) -> None:
+    import psycopg
+
+    from ratchet_core.cluster import libpq_url
+
+    a = PostgresNotifyClusterCoordinator(postgres_url, "node-a", "ratchet_test_b")
+    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_b")
+    try:
+        inbox = Inbox()
+        b.register_wakeup_listener(inbox)
+        assert b.wait_subscribed(5)
+        with psycopg.connect(libpq_url(postgres_url), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN%ratchet_test_b%' AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert killed, "the listener connection was not found"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not inbox.hints:
+            a.notify_new_work(JobPriority.NORMAL, NodeIdentity(node_id="node-a"), None)
+            inbox.wait(0.3)
+        assert inbox.hints, "no wake-up arrived after the listener reconnected"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_redis_pubsub_wakes_other_nodes_only() -> None:
+    if not servers.port_open("127.0.0.1", 6379):
+        servers.unavailable("Redis", "nothing answers on 127.0.0.1:6379")
+    exchange(
+        lambda node: RedisClusterCoordinator("redis://127.0.0.1:6379/0", node, "ratchet_test_c")
+    )
+
+
+def test_backend_is_chosen_by_configuration(postgres_url: str) -> None:
+    from ratchet_api.errors import ConfigurationError
+    from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
+
+    def build(values: dict[str, Any]) -> Any:
+        settings = DefaultRatchetConfig.from_dict(values)
+        return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
+
+    assert isinstance(build({}), NoOpClusterCoordinator)
+    pg = build({"cluster.backend": "postgres", "store.url": postgres_url})
+    assert isinstance(pg, PostgresNotifyClusterCoordinator)
+    pg.close()
+    with pytest.raises(ConfigurationError, match=r"cluster\.url"):
+        build({"cluster.backend": "postgres", "store.url": "sqlite:///x.db"})
+    with pytest.raises(ConfigurationError, match=r"cluster\.url"):
+        build({"cluster.backend": "redis"})
+    with pytest.raises(ConfigurationError, match=r"cluster\.backend"):
+        build({"cluster.backend": "zeromq"})
+
+
+def test_enqueue_on_another_node_wakes_an_idle_worker_through_notify(
+    postgres_url: str, make_worker: Any
+) -> None:
+    cluster = {"cluster.backend": "postgres", "cluster.channel": "ratchet_test_d"}
+    worker_side = build_container(postgres_url, **cluster)
+    migrate(worker_side.job_store())
+    producer = build_container(postgres_url, **cluster)
+    # An idle worker polling every 30 s: only the wake-up can start the job quickly.
+    worker = make_worker(
+        worker_side,
+        polling=PollingConfig(
+            min_interval=timedelta(seconds=30), max_interval=timedelta(seconds=30)
+        ),
+    )
+    worker.start()
+    assert worker_side.cluster_coordinator().wait_subscribed(5)
+    time.sleep(0.3)  # let the first (empty) poll pass; the worker now sleeps 30 s
+    job_id = producer.scheduler().enqueue(targets.add, 5, 6)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        job = producer.scheduler().get(job_id)
+        if job.status is JobStatus.SUCCEEDED:
+            break
+        time.sleep(0.02)
+    assert producer.scheduler().get(job_id).status is JobStatus.SUCCEEDED
+    worker.stop(5)
+    for container in (worker_side, producer):
+        container.cluster_coordinator().close()
+        container.job_store().close()
+
+
+def test_startup_lease_is_held_by_one_node_at_a_time(sqlite_url: str) -> None:
+    from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider
+
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+
+    def coordinator(node: str) -> StoreBackedStartupCoordinator:
+        settings = DefaultRatchetConfig.from_dict({"node.id": node})
+        return StoreBackedStartupCoordinator(store, DefaultNodeIdentityProvider(settings))
+
+    first, second = coordinator("n1"), coordinator("n2")
+    assert first.coordinated
+    assert first.try_acquire("orphan-recovery", timedelta(seconds=30))
+    assert not second.try_acquire("orphan-recovery", timedelta(seconds=30))
+    first.release("orphan-recovery")
+    assert second.try_acquire("orphan-recovery", timedelta(seconds=30))
+    second.release("orphan-recovery")
+    store.close()
