@@ -1,0 +1,275 @@
+"""Engine benchmark: enqueue throughput, processing throughput and enqueue-to-start latency.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_engine.py --backend all
+    .venv/bin/python benchmarks/bench_engine.py --backend postgresql --jobs 10000
+
+Each backend gets a scratch database (PostgreSQL: a fresh database dropped at the end; SQLite: a
+temporary file). Figures:
+
+* enqueue, single: ``scheduler.enqueue(noop)`` one job per call (one transaction each);
+* enqueue, bulk: ``scheduler.enqueue_many`` of ``--jobs`` jobs;
+* processing: ``--jobs`` pending no-op jobs run by ONE ``ratchet worker --burst`` process at
+  concurrency 1 and 16; jobs/s = jobs / (last finished_at - first started_at), so process start
+  up is not counted;
+* latency: enqueue-to-start (``started_at - created_at``) of single jobs enqueued one at a time
+  into an idle worker process, p50/p99, with PostgreSQL LISTEN/NOTIFY wake-ups between the
+  processes and without them (polling only; the idle poll interval is printed).
+
+Helper S's raw-SQL baseline (``benchmarks/bench_store.py``) is run in the same invocation when it
+exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.engine import targets  # noqa: E402
+
+RATCHET = str(Path(sys.executable).with_name("ratchet"))
+PG = os.environ.get("RATCHET_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
+
+
+# ---------------------------------------------------------------- scratch databases
+
+
+def scratch_postgres() -> tuple[str, Any]:
+    import psycopg
+
+    name = f"ratchet_bench_{uuid.uuid4().hex[:8]}"
+    admin = PG.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return f"{PG}/{name}", drop
+
+
+def scratch_sqlite() -> tuple[str, Any]:
+    directory = tempfile.mkdtemp(prefix="ratchet-bench-")
+    path = Path(directory) / "bench.db"
+
+    def drop() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(path) + suffix).unlink(missing_ok=True)
+        os.rmdir(directory)
+
+    return f"sqlite:///{path}", drop
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def container(url: str, **overrides: Any) -> Any:
+    from ratchet_core.container import RatchetContainer
+
+    values = {"store.url": url, "security.allowed_packages": "tests."}
+    values.update(overrides)
+    return RatchetContainer(overrides=values)
+
+
+def worker_process(url: str, *args: str, **settings: str) -> subprocess.Popen[bytes]:
+    values = {"store.url": url, "security.allowed_packages": "tests.", **settings}
+    command = [RATCHET]
+    for key, value in values.items():
+        command += ["--set", f"{key}={value}"]
+    command += ["worker", "--no-status", "--log-level", "WARNING", *args]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen(command, env=env, cwd=tempfile.gettempdir())
+
+
+def rate(count: int, seconds: float) -> float:
+    return count / seconds if seconds > 0 else float("inf")
+
+
+# ---------------------------------------------------------------- phases
+
+
+def bench_enqueue(url: str, jobs: int) -> dict[str, float]:
+    c = container(url)
+    scheduler = c.scheduler()
+    store = c.job_store()
+    scheduler.enqueue(targets.noop)  # warm up (imports, connection)
+    started = time.perf_counter()
+    for _ in range(jobs):
+        scheduler.enqueue(targets.noop)
+    single = rate(jobs, time.perf_counter() - started)
+    started = time.perf_counter()
+    scheduler.enqueue_many(targets.noop, [() for _ in range(jobs)])
+    bulk = rate(jobs, time.perf_counter() - started)
+    store.close()
+    return {"enqueue single (jobs/s)": single, "enqueue bulk (jobs/s)": bulk}
+
+
+def bench_processing(url: str, jobs: int, concurrency: int) -> float:
+    from ratchet_api.model import JobStatus
+    from ratchet_api.store.entities import JobQuery
+
+    c = container(url)
+    scheduler, store = c.scheduler(), c.job_store()
+    scheduler.enqueue_many(targets.noop, [() for _ in range(jobs)])
+    process = worker_process(
+        url,
+        "--burst",
+        "-c",
+        str(concurrency),
+        "--prefetch",
+        str(max(concurrency, 64)),
+        **{"worker.claim_batch_size": "200", "worker.completion_batch_size": "1000"},
+    )
+    if process.wait(600) != 0:
+        raise RuntimeError(f"worker exited with {process.returncode}")
+    done = store.search_jobs(JobQuery(limit=10_000, statuses=frozenset({JobStatus.SUCCEEDED})))
+    if len(done) != jobs:
+        raise RuntimeError(f"only {len(done)} of {jobs} jobs succeeded")
+    first = min(j.started_at for j in done if j.started_at is not None)
+    last = max(j.finished_at for j in done if j.finished_at is not None)
+    store.close()
+    return rate(jobs, (last - first).total_seconds())
+
+
+def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, str]:
+    from ratchet_api.model import JobStatus
+
+    settings: dict[str, str] = {}
+    if notify:
+        settings = {"cluster.backend": "postgres", "cluster.channel": "ratchet_bench"}
+    c = container(url, **settings)
+    scheduler, store = c.scheduler(), c.job_store()
+    worker_settings = dict(settings)
+    process = worker_process(url, "-c", "4", **worker_settings)
+    poll = "adaptive 50 ms .. 1 s (defaults)"
+    try:
+        time.sleep(3.0)  # started and idle: the poll delay has grown to its maximum
+        latencies: list[float] = []
+        for i in range(samples):
+            job_id = scheduler.enqueue(targets.noop)
+            deadline = time.monotonic() + 10
+            while True:
+                job = store.find_by_id(job_id)
+                if job is not None and job.status is JobStatus.SUCCEEDED:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"job {i} did not run within 10 s")
+                time.sleep(0.001)
+            assert job.started_at is not None
+            latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
+            time.sleep(0.02 if notify else 0.05)
+    finally:
+        process.terminate()
+        process.wait(30)
+        c.cluster_coordinator().close()
+    store.close()
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return statistics.median(latencies), p99, poll
+
+
+def run_store_baseline(backend: str, url: str, jobs: int) -> dict[str, float] | None:
+    path = REPO / "benchmarks" / "bench_store.py"
+    if not path.exists():
+        print("  (benchmarks/bench_store.py not found: raw-SQL baseline skipped)")
+        return None
+    spec = importlib.util.spec_from_file_location("bench_store", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("run_baseline", "baseline", "run"):
+        fn = getattr(module, name, None)
+        if callable(fn):
+            try:
+                result = fn(url, jobs)
+            except TypeError:
+                continue
+            return dict(result) if isinstance(result, dict) else None
+    main = getattr(module, "main", None)
+    if callable(main):
+        print(f"  raw-SQL baseline ({path.name}):")
+        main(["--backend", backend])
+    return None
+
+
+# ---------------------------------------------------------------- driver
+
+
+@contextlib.contextmanager
+def scratch(backend: str) -> Iterator[str]:
+    """A migrated, empty database for one phase."""
+    url, drop = scratch_postgres() if backend == "postgresql" else scratch_sqlite()
+    try:
+        from ratchet_api.store.protocols import SchemaManager
+
+        store = container(url).job_store()
+        manager = store.capability(SchemaManager)
+        if manager is not None:
+            manager.upgrade()
+        store.close()
+        yield url
+    finally:
+        drop()
+
+
+def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
+    rows: dict[str, str] = {}
+    print(f"[{backend}] enqueue ...", flush=True)
+    with scratch(backend) as url:
+        for key, value in bench_enqueue(url, jobs).items():
+            rows[key] = f"{value:,.0f}"
+    for concurrency in (1, 16):
+        print(f"[{backend}] processing at concurrency {concurrency} ...", flush=True)
+        with scratch(backend) as url:
+            rows[f"processing c={concurrency} (jobs/s)"] = (
+                f"{bench_processing(url, jobs, concurrency):,.0f}"
+            )
+    modes = [False, True] if backend == "postgresql" else [False]
+    for notify in modes:
+        print(f"[{backend}] latency ({'NOTIFY' if notify else 'polling'}) ...", flush=True)
+        with scratch(backend) as url:
+            p50, p99, poll = bench_latency(url, samples, notify)
+        label = "LISTEN/NOTIFY" if notify else f"polling, {poll}"
+        rows[f"latency p50/p99 ms ({label})"] = f"{p50:.1f} / {p99:.1f}"
+    with scratch(backend) as url:
+        baseline = run_store_baseline(backend, url, jobs)
+    for key, value in (baseline or {}).items():
+        rows[f"raw-SQL baseline: {key}"] = f"{value:,.0f}"
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "all"], default="all")
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--latency-samples", type=int, default=200)
+    args = parser.parse_args(argv)
+    backends = ["sqlite", "postgresql"] if args.backend == "all" else [args.backend]
+    results = {b: bench_backend(b, args.jobs, args.latency_samples) for b in backends}
+    keys = list(dict.fromkeys(k for rows in results.values() for k in rows))
+    width = max(len(k) for k in keys)
+    print()
+    print(f"{'metric':<{width}}  " + "  ".join(f"{b:>14}" for b in backends))
+    for key in keys:
+        print(f"{key:<{width}}  " + "  ".join(f"{results[b].get(key, '-'):>14}" for b in backends))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
