@@ -195,3 +195,60 @@ def test_application_container_override_is_listed_by_ratchet_spi() -> None:
     assert rows["RetryPolicy"]["implementation"].endswith("ProjectRetryPolicy")
     assert rows["RetryPolicy"]["priority"] == 2000
     assert rows["AfterCommitRegistrar"]["implementation"].endswith("DjangoAfterCommitRegistrar")
+
+
+@pytest.fixture
+def separate_store(tmp_path: Any) -> Iterator[str]:
+    """The store in its own SQLite file, not in a Django database."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with override_settings(RATCHET=_ratchet_settings(store={"url": url})):
+        call_command("ratchet_migrate", stdout=StringIO())
+        yield url
+        get_container().job_store().close()
+
+
+def _count_jobs(target: str) -> int:
+    from ratchet_api.store.entities import JobQuery
+
+    return len(get_scheduler().search(JobQuery(target=target)))
+
+
+def test_store_in_another_database_commits_enqueue_on_its_own(separate_store: str) -> None:
+    from django.db import transaction
+
+    from ratchet_core.contrib.django import enqueue
+    from tests.integrations.django_project.shop.jobs import process_order
+
+    assert not app_config().joins_django_transactions()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        job_id = enqueue(process_order, 1, "default")
+        raise RuntimeError("abort")
+
+    # The documented trade-off: a separate store cannot join Django's transaction.
+    assert get_scheduler().get(job_id) is not None
+
+
+def test_enqueue_on_commit_follows_the_django_transaction(separate_store: str) -> None:
+    from django.db import transaction
+
+    from ratchet_core.contrib.django.submit import enqueue_on_commit
+    from tests.integrations.django_project.shop.jobs import process_order
+
+    target = "tests.integrations.django_project.shop.jobs:process_order"
+    before = _count_jobs(target)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        enqueue_on_commit(process_order, 1, "default")
+        raise RuntimeError("abort")
+    assert _count_jobs(target) == before
+
+    with transaction.atomic():
+        enqueue_on_commit(process_order, 2, "default")
+        assert _count_jobs(target) == before  # not before the commit
+    assert _count_jobs(target) == before + 1
+
+
+def test_check_reports_an_unimportable_project_container() -> None:
+    with override_settings(RATCHET_CONTAINER="tests.integrations.no_such_module.create"):
+        with pytest.raises(SystemCheckError) as raised:
+            call_command("check", stdout=StringIO(), stderr=StringIO())
+    assert "ratchet.E004" in str(raised.value)

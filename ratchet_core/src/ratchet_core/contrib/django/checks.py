@@ -137,7 +137,7 @@ def task_backend_messages(backend: Any) -> list[checks.CheckMessage]:
     target = f"{CONTRIB_PACKAGE}.tasks.run_django_task"
     try:
         policy = get_container().class_policy()
-    except RatchetError:
+    except (RatchetError, ImportError, LookupError):
         return []  # check_ratchet_settings reports the configuration error itself
     if policy.is_allowed(target):
         return []
