@@ -248,7 +248,7 @@ def test_enqueue_on_commit_follows_the_django_transaction(separate_store: str) -
 
 
 def test_check_reports_an_unimportable_project_container() -> None:
-    with override_settings(RATCHET_CONTAINER="tests.integrations.no_such_module.create"):
-        with pytest.raises(SystemCheckError) as raised:
-            call_command("check", stdout=StringIO(), stderr=StringIO())
+    missing = "tests.integrations.no_such_module.create"
+    with override_settings(RATCHET_CONTAINER=missing), pytest.raises(SystemCheckError) as raised:
+        call_command("check", stdout=StringIO(), stderr=StringIO())
     assert "ratchet.E004" in str(raised.value)
