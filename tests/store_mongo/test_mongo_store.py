@@ -400,3 +400,11 @@ def test_concurrent_upgrades_build_exactly_the_declared_collections_and_indexes(
         stores[0].downgrade("base")
         for store in stores:
             store.close()
+
+
+@pytest.mark.parametrize("scheme", ["mongodb", "mongodb+srv"])
+def test_the_store_entry_point_of_each_mongo_scheme_is_mongo_job_store(scheme: str) -> None:
+    from importlib.metadata import entry_points
+
+    (entry,) = [e for e in entry_points(group="ratchet.stores") if e.name == scheme]
+    assert entry.load() is MongoJobStore
