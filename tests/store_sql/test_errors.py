@@ -17,7 +17,7 @@ def test_unknown_status_in_a_row_names_the_field_and_job(store: SqlJobStore) -> 
     job = store.insert_job(JobEntity())
     with store.engine.begin() as conn:
         conn.execute(sa.update(jobs).where(jobs.c.id == job.id).values(status="EXPLODED"))
-    with pytest.raises(StoreDataError, match="'status'.*EXPLODED") as info:
+    with pytest.raises(StoreDataError, match=r"'status'.*EXPLODED") as info:
         store.find_by_id(job.id)
     assert info.value.field == "status" and info.value.job_id == job.id
 

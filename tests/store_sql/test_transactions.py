@@ -53,8 +53,10 @@ def test_orm_session_can_be_joined(store: SqlJobStore) -> None:
 
 def test_liveness_writes_commit_even_when_the_caller_rolls_back(store: SqlJobStore) -> None:
     if store.engine.dialect.name == "sqlite":
-        pytest.skip("SQLite has one writer: an open caller write transaction blocks the "
-                    "independent liveness commit until it ends")
+        pytest.skip(
+            "SQLite has one writer: an open caller write transaction blocks the "
+            "independent liveness commit until it ends"
+        )
     with store.engine.connect() as conn:
         trans = conn.begin()
         view = store.joined(conn)

@@ -521,7 +521,7 @@ class QueryOperations(SqlBase):
         if query.batch_id is not None:
             where.append(J.c.batch_id == query.batch_id)
         if query.created_after is not None:
-            where.append(J.c.created_at > query.created_after)
+            where.append(J.c.created_at >= query.created_after)
         if query.created_before is not None:
             where.append(J.c.created_at < query.created_before)
         for key, value in sorted(query.properties.items()):
@@ -582,27 +582,36 @@ class AnalyticsOperations(SqlBase):
         self,
         operation: str,
         percentile: float,
-        duration: sa.ColumnElement[float],
+        start: sa.ColumnElement[datetime],
+        end: sa.ColumnElement[datetime],
         where: Sequence[sa.ColumnElement[bool]],
     ) -> timedelta | None:
         if not 0 <= percentile <= 100:
             raise StoreDataError("percentile", f"must be between 0 and 100, got {percentile}")
+        # Rank in SQL by the dialect's duration; compute the chosen row's duration exactly
+        # from its two datetimes (SQLite's julianday arithmetic is off by microseconds).
+        duration = self._d.seconds_between(start, end)
         with self._read(operation) as conn:
             n = conn.execute(sa.select(sa.func.count()).select_from(J).where(*where)).scalar_one()
             if not n:
                 return None
             rank = max(1, math.ceil(percentile / 100 * n))
-            value = conn.execute(
-                sa.select(duration).where(*where).order_by(duration).offset(rank - 1).limit(1)
-            ).scalar_one()
-        return timedelta(seconds=float(value))
+            row = conn.execute(
+                sa.select(start, end)
+                .where(*where)
+                .order_by(duration, J.c.id)
+                .offset(rank - 1)
+                .limit(1)
+            ).one()
+        return row[1] - row[0]
 
     def execution_time_percentile(self, percentile: float, since: datetime) -> timedelta | None:
         require_utc(since, "since")
         return self._percentile(
             "execution_time_percentile",
             percentile,
-            self._d.seconds_between(J.c.started_at, J.c.finished_at),
+            J.c.started_at,
+            J.c.finished_at,
             [
                 J.c.status == JobStatus.SUCCEEDED.value,
                 J.c.finished_at >= since,
@@ -615,7 +624,8 @@ class AnalyticsOperations(SqlBase):
         return self._percentile(
             "queue_wait_percentile",
             percentile,
-            self._d.seconds_between(J.c.scheduled_at, J.c.started_at),
+            J.c.scheduled_at,
+            J.c.started_at,
             [J.c.started_at.is_not(None), J.c.started_at >= since],
         )
 
@@ -666,20 +676,38 @@ class ExtensionOperations(SqlBase):
             stmt = self._d.insert_ignore(P).values(job_id=job_id, key=key, value=value)
             return self._d.insert_ignored_count(conn, stmt, P) == 1
 
+    @staticmethod
+    def _archived(conn: sa.Connection, job_id: UUID, column: str) -> dict[str, Any]:
+        """Properties or state of an archived job (kept as JSON on its archive row)."""
+        text = conn.execute(sa.select(A.c[column]).where(A.c.id == job_id)).scalar_one_or_none()
+        if text is None:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise StoreDataError(column, "archived value is not JSON", job_id=job_id) from None
+        return dict(value)
+
     def get_property(self, job_id: UUID, key: str) -> str | None:
         with self._read("get_property") as conn:
             value = conn.execute(
                 sa.select(P.c.value).where(P.c.job_id == job_id, P.c.key == key)
             ).scalar_one_or_none()
+            if value is None:
+                value = self._archived(conn, job_id, "properties").get(key)
             return None if value is None else str(value)
 
     def get_properties_by_prefix(self, job_id: UUID, prefix: str) -> dict[str, str]:
         with self._read("get_properties_by_prefix") as conn:
-            rows = conn.execute(
-                sa.select(P.c.key, P.c.value).where(
-                    P.c.job_id == job_id, P.c.key.startswith(prefix, autoescape=True)
+            rows: list[tuple[Any, Any]] = list(
+                conn.execute(
+                    sa.select(P.c.key, P.c.value).where(
+                        P.c.job_id == job_id, P.c.key.startswith(prefix, autoescape=True)
+                    )
                 )
             )
+            if not rows:
+                rows = list(self._archived(conn, job_id, "properties").items())
             return {k: v for k, v in rows if k.startswith(prefix)}
 
     def get_state(self, job_id: UUID, namespace: str) -> VersionedState | None:
@@ -689,7 +717,12 @@ class ExtensionOperations(SqlBase):
                     ST.c.job_id == job_id, ST.c.namespace == namespace
                 )
             ).first()
-            return VersionedState(json=row[0], version=row[1]) if row is not None else None
+            if row is not None:
+                return VersionedState(json=row[0], version=row[1])
+            archived = self._archived(conn, job_id, "state").get(namespace)
+            if archived is None:
+                return None
+            return VersionedState(json=archived["json"], version=archived["version"])
 
     def _fence_ok(self, conn: sa.Connection, job_id: UUID, claim_seq: int | None) -> bool:
         row = conn.execute(

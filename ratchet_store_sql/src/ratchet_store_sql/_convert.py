@@ -107,7 +107,7 @@ def row_to_job(row: Row, tags: Sequence[str] = ()) -> JobEntity:
         ) from None
     values["job_type"] = enum_value(JobType, row["job_type"], "job_type", job_id)
     try:
-        return JobEntity(tags=(*sorted(tags),), **values)  # type: ignore[arg-type]  # attrs converter=tuple
+        return JobEntity(tags=(*sorted(tags),), **values)
     except (ValueError, TypeError) as exc:
         raise StoreDataError("job", f"stored row is invalid: {exc}", job_id=job_id) from exc
 

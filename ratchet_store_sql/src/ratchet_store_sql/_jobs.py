@@ -62,7 +62,7 @@ class JobOperations(SqlBase):
                 raise self._duplicate(conn, job, exc) from exc
             if job.tags:
                 conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
-        return attrs.evolve(job, tags=(*sorted(set(job.tags)),))  # type: ignore[arg-type]
+        return attrs.evolve(job, tags=(*sorted(set(job.tags)),))
 
     def _duplicate(
         self, conn: sa.Connection, job: JobEntity, exc: sa.exc.IntegrityError

@@ -133,7 +133,7 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('ratchet_jobs', schema=None) as batch_op:
         batch_op.create_index('ix_ratchet_jobs_batch_id', ['batch_id'], unique=False)
-        batch_op.create_index('ix_ratchet_jobs_claim', ['status', 'priority', 'scheduled_at', 'id'], unique=False, postgresql_where=sa.text("status = 'PENDING'"), sqlite_where=sa.text("status = 'PENDING'"))
+        batch_op.create_index('ix_ratchet_jobs_claim', ['status', sa.literal_column('priority DESC'), 'scheduled_at', 'id'], unique=False, postgresql_where=sa.text("status = 'PENDING'"), sqlite_where=sa.text("status = 'PENDING'"))
         batch_op.create_index('ix_ratchet_jobs_created_at', ['created_at'], unique=False)
         batch_op.create_index('ix_ratchet_jobs_owner_status', ['owner', 'status'], unique=False)
         batch_op.create_index('ix_ratchet_jobs_parent_id', ['parent_id'], unique=False)

@@ -1,0 +1,94 @@
+"""The hot paths run the statements they should: the claim uses its index, bulk inserts and
+batched completions are a few statements, not one per job."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from ratchet_api.model import JobStatus
+from ratchet_api.store import Completion, JobEntity
+from ratchet_store_sql import SqlJobStore
+
+
+@contextmanager
+def statements(engine: sa.Engine) -> Iterator[list[tuple[str, Any, bool]]]:
+    seen: list[tuple[str, Any, bool]] = []
+
+    def record(_c: Any, _cur: Any, sql: str, params: Any, _ctx: Any, many: bool) -> None:
+        seen.append((sql, params, many))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _dml(seen: list[tuple[str, Any, bool]]) -> list[tuple[str, Any, bool]]:
+    return [s for s in seen if s[0].lstrip().split()[0].upper() in {"INSERT", "UPDATE", "SELECT"}]
+
+
+def test_bulk_insert_of_1000_jobs_uses_multi_row_statements(store: SqlJobStore) -> None:
+    batch = [JobEntity(tags=("bulk", f"t{i % 7}")) for i in range(1000)]
+    with statements(store.engine) as seen:
+        assert store.bulk_insert(batch) == 1000
+    inserts = [s for s in _dml(seen) if s[0].lstrip().upper().startswith("INSERT")]
+    assert len(inserts) <= 4, f"{len(inserts)} INSERT executions for 1000 jobs"
+    assert all(many or "VALUES" in sql.upper() for sql, _, many in inserts)
+    assert store.find_tags(batch[500].id) == sorted(batch[500].tags)
+
+
+def test_claim_and_batched_completion_take_constant_statements(store: SqlJobStore) -> None:
+    store.bulk_insert([JobEntity() for _ in range(100)])
+    with statements(store.engine) as seen:
+        claimed = store.claim_next_batch("n", 100)
+        applied = store.mark_succeeded_many(
+            [Completion(job_id=j.id, claim_seq=j.claim_seq, result="ok") for j in claimed]
+        )
+    assert len(claimed) == 100 and applied == {j.id for j in claimed}
+    # claim (+ one tag query) and completion: at most 3 statements each, whatever the batch size
+    assert len(_dml(seen)) <= 6, [s[0][:60] for s in _dml(seen)]
+    done = store.find_by_id(claimed[0].id)
+    assert done is not None and done.status is JobStatus.SUCCEEDED and done.result == "ok"
+
+
+def test_stale_completion_in_a_batch_is_left_out(store: SqlJobStore) -> None:
+    store.bulk_insert([JobEntity() for _ in range(3)])
+    a, b, c = store.claim_next_batch("n", 3)
+    applied = store.mark_succeeded_many(
+        [
+            Completion(job_id=a.id, claim_seq=a.claim_seq, result="1"),
+            Completion(job_id=b.id, claim_seq=b.claim_seq + 1, result="2"),  # stale fence
+            Completion(job_id=c.id, claim_seq=c.claim_seq, result="3"),
+        ]
+    )
+    assert applied == {a.id, c.id}
+    b_now = store.find_by_id(b.id)
+    assert b_now is not None and b_now.status is JobStatus.RUNNING and b_now.result is None
+    c_now = store.find_by_id(c.id)
+    assert c_now is not None and c_now.result == "3"
+
+
+def test_postgresql_claim_query_uses_the_claim_index(store: SqlJobStore, backend: str) -> None:
+    if backend != "postgresql":
+        pytest.skip("EXPLAIN plans are checked on PostgreSQL only")
+    store.bulk_insert([JobEntity() for _ in range(3000)])
+    done = store.claim_next_batch("n", 2000)
+    store.mark_succeeded_many([Completion(job_id=j.id, claim_seq=j.claim_seq) for j in done])
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE ratchet_jobs")
+        conn.commit()
+    with statements(store.engine) as seen:
+        store.claim_next_batch("n", 10)
+    claim_sql, params, _ = next(s for s in seen if "SKIP LOCKED" in s[0])
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN " + claim_sql, params))
+        conn.rollback()
+    assert "ix_ratchet_jobs_claim" in plan, plan
