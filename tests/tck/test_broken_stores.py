@@ -3,6 +3,7 @@ defect, and the report refuses the "Ratchet Store Compatible" verdict."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -157,3 +158,49 @@ def test_store_without_capabilities_is_compatible_with_na_contracts(tmp_path: Pa
     assert data["verdict"] == VERDICT_COMPATIBLE
     md = (tmp_path / "core-only.md").read_text()
     assert "| LockStoreContract | capability `LockStore` | n/a |" in md
+
+
+PARAMETRIZED_MODULE = """
+import pytest
+from ratchet_tck import JobCrudStoreContract, contract_test_classes
+from ratchet_tck.memory import InMemoryStoreFixture
+from tests.tck.broken_stores import CoreOnlyFixture
+
+@pytest.fixture(params=["full", "core"])
+def tck_fixture(request):
+    return InMemoryStoreFixture() if request.param == "full" else CoreOnlyFixture()
+
+globals().update(contract_test_classes((JobCrudStoreContract,)))
+"""
+
+
+def test_parametrized_fixture_gets_one_report_per_parameter(tmp_path: Path) -> None:
+    module = tmp_path / "test_two_stores.py"
+    module.write_text(PARAMETRIZED_MODULE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    out = tmp_path / "reports"
+    code = pytest.main(
+        [
+            str(module),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            str(tmp_path / "pytest.ini"),
+            "--ratchet-tck-report",
+            str(out),
+            "--ratchet-tck-name",
+            "pair",
+        ]
+    )
+    assert code == pytest.ExitCode.OK
+    assert sorted(p.name for p in out.glob("*.json")) == ["pair-core.json", "pair-full.json"]
+    full = json.loads((out / "pair-full.json").read_text())
+    core = json.loads((out / "pair-core.json").read_text())
+    assert full["name"] == "pair[full]" and "LockStore" in full["capabilities"]
+    assert core["capabilities"] == []
+    for data in (full, core):
+        assert _contract(data, "JobCrudStoreContract")["status"] == "passed"
+        assert data["verdict"] != VERDICT_COMPATIBLE, "the other required contracts did not run"
