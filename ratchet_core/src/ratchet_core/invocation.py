@@ -96,7 +96,7 @@ def circuit_breaker(
     return decorate
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, cache_hash=False)
 class _TargetInfo:
     module: str
     qualname: str
@@ -116,6 +116,17 @@ class _TargetInfo:
     @property
     def dotted(self) -> str:
         return f"{self.module}.{self.qualname}"
+
+    @functools.cached_property
+    def binding_parameters(self) -> list[inspect.Parameter]:
+        return [p for p in self.parameters if p.name not in self.context_parameters]
+
+    @functools.cached_property
+    def binding_signature(self) -> inspect.Signature:
+        return inspect.Signature(self.binding_parameters)
+
+    def positional_names(self, count: int) -> list[str]:
+        return _positional_names(self.binding_parameters, count)
 
 
 def _refuse(target: str, why: str) -> InvalidTargetError:
@@ -389,20 +400,41 @@ class DefaultJobInvocationResolver:
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> JobInvocation:
+        info = self._prepare(target)
+        return self._build(info, args, dict(kwargs or {}))
+
+    def resolve_many(
+        self, target: Callable[..., Any], arg_tuples: Sequence[Sequence[Any]]
+    ) -> list[JobInvocation]:
+        """``resolve`` for many argument tuples of one target (the target is vetted once).
+        Errors name the index of the failing tuple."""
+        info = self._prepare(target)
+        out: list[JobInvocation] = []
+        for index, args in enumerate(arg_tuples):
+            try:
+                out.append(self._build(info, args, {}))
+            except (InvalidJobError, PayloadError) as exc:
+                raise type(exc)(f"item {index}: {exc}") from exc
+        return out
+
+    def _prepare(self, target: Callable[..., Any]) -> _TargetInfo:
         info = self.describe(target)
         self._check_policy(info)
         if not info.static:
             self._validate_owner(info)
-        kwargs = dict(kwargs or {})
+        return info
+
+    def _build(
+        self, info: _TargetInfo, args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> JobInvocation:
         for context_name in info.context_parameters:
             if context_name in kwargs:
                 raise InvalidJobError(
                     f"cannot enqueue {info.target}: parameter {context_name!r} is the JobContext "
                     "the worker supplies; do not pass it"
                 )
-        binding_params = [p for p in info.parameters if p.name not in info.context_parameters]
         try:
-            bound = inspect.Signature(binding_params).bind(*args, **kwargs)
+            bound = info.binding_signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise InvalidJobError(f"cannot enqueue {info.target}{info.signature}: {exc}") from None
         for param_name, value in bound.arguments.items():
@@ -411,7 +443,7 @@ class DefaultJobInvocationResolver:
                     raise ClassNotAllowedError(
                         class_name, f"argument {param_name!r} of job target {info.target}"
                     )
-        names = _positional_names(binding_params, len(args))
+        names = info.positional_names(len(args))
         json_args = tuple(self._convert(info, names[i], value) for i, value in enumerate(args))
         json_kwargs = {key: self._convert(info, key, value) for key, value in kwargs.items()}
         return JobInvocation(

@@ -147,17 +147,23 @@ class SchedulerService:
             raise InvalidJobError("enqueue_many expects a sequence of argument tuples")
         options = JobOptions(transaction=transaction)
         now = utc_now()
-        jobs: list[JobEntity] = []
+        items: list[Sequence[Any]] = []
         for index, args in enumerate(arg_tuples):
             if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
                 raise InvalidJobError(
                     f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
                 )
-            try:
-                invocation = self._resolver.resolve(fn, list(args), {})
-            except InvalidJobError as exc:
-                raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
-            jobs.append(self._entity(invocation, options, now))
+            items.append(args)
+        if isinstance(self._resolver, DefaultJobInvocationResolver):
+            invocations = self._resolver.resolve_many(fn, items)
+        else:
+            invocations = []
+            for index, args in enumerate(items):
+                try:
+                    invocations.append(self._resolver.resolve(fn, list(args), {}))
+                except InvalidJobError as exc:
+                    raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
+        jobs = [self._entity(invocation, options, now) for invocation in invocations]
         if not jobs:
             return []
         store = self._store_for(transaction)
