@@ -103,7 +103,7 @@ class Maintenance:
                     pid=self._identity.pid,
                     started_at=self._started_at,
                     running_jobs=len(owned),
-                    tags=tuple(sorted(self._identity.tags)),  # type: ignore[arg-type]
+                    tags=tuple(sorted(self._identity.tags)),
                 )
             )
             if owned:
