@@ -43,6 +43,16 @@ def _seconds(value: timedelta, field: str) -> float:
     return value.total_seconds()
 
 
+_PG_NOW = "timezone('UTC', statement_timestamp())"
+_PG_SUCCEED_MANY = sa.text(
+    "UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result, owner = NULL,"
+    f" finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
+    " AS v(id, seq, result)"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+).columns(sa.column("id", sa.Uuid()))
+
+
 class JobOperations(SqlBase):
     """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
 
@@ -169,13 +179,25 @@ class JobOperations(SqlBase):
                 target = J.c.id.in_(sa.select(picked.c.id))
             else:  # SQLite: BEGIN IMMEDIATE already holds the write lock
                 target = J.c.id.in_(pick.scalar_subquery())
+            returned: list[Any] = list(J.c)
+            with_tags = d.is_pg and self._load_tags_on_claim
+            if with_tags:
+                # the tags come back with the claimed rows: no second round trip
+                returned.append(
+                    sa.select(sa.func.array_agg(T.c.tag))
+                    .where(T.c.job_id == J.c.id)
+                    .scalar_subquery()
+                    .label("_tags")
+                )
             stmt = (
                 sa.update(J)
                 .where(target)
                 .values(started_at=now, heartbeat_at=now, updated_at=now, **changes)
-                .returning(*J.c)
+                .returning(*returned)
             )
             rows: list[Any] = list(conn.execute(stmt).mappings())
+            if with_tags:
+                return [row_to_job(r, r["_tags"] or ()) for r in rows]
         else:
             # MariaDB/MySQL: no UPDATE ... RETURNING. Lock the picked rows (skipping rows other
             # claimers hold), update them by id, and build the result from the locked rows.
@@ -286,6 +308,19 @@ class JobOperations(SqlBase):
             "updated_at": now,
             "owner": None,
         }
+        if self._d.is_pg:
+            # One constant statement per batch whatever its size (prepared by psycopg after a
+            # few runs): the fenced pairs travel as three arrays joined back with unnest.
+            return set(
+                conn.execute(
+                    _PG_SUCCEED_MANY,
+                    {
+                        "ids": [c.job_id for c in part],
+                        "seqs": [c.claim_seq for c in part],
+                        "results": [c.result for c in part],
+                    },
+                ).scalars()
+            )
         if self._d.returning:
             stmt = sa.update(J).where(fence).values(**values).returning(J.c.id)
             return set(conn.execute(stmt).scalars())
