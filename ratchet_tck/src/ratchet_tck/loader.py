@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -19,6 +21,9 @@ def resolve(spec: str) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise FixtureSpecError(f"fixture {spec!r} must look like 'package.module:factory'")
+    # like ``python -m``: modules of the current directory are importable
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
