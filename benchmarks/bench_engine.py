@@ -120,7 +120,7 @@ def bench_enqueue(url: str, jobs: int) -> dict[str, float]:
     return {"enqueue single (jobs/s)": single, "enqueue bulk (jobs/s)": bulk}
 
 
-def bench_processing(url: str, jobs: int, concurrency: int) -> float:
+def bench_processing(url: str, jobs: int, concurrency: int, audit: bool = True) -> float:
     from ratchet_api.model import JobStatus
     from ratchet_api.store.entities import JobQuery
 
@@ -134,7 +134,11 @@ def bench_processing(url: str, jobs: int, concurrency: int) -> float:
         str(concurrency),
         "--prefetch",
         str(max(concurrency, 64)),
-        **{"worker.claim_batch_size": "200", "worker.completion_batch_size": "1000"},
+        **{
+            "worker.claim_batch_size": "200",
+            "worker.completion_batch_size": "1000",
+            "worker.audit": "true" if audit else "false",
+        },
     )
     if process.wait(600) != 0:
         raise RuntimeError(f"worker exited with {process.returncode}")
@@ -240,6 +244,11 @@ def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
             rows[f"processing c={concurrency} (jobs/s)"] = (
                 f"{bench_processing(url, jobs, concurrency):,.0f}"
             )
+    print(f"[{backend}] processing at concurrency 16 without audit records ...", flush=True)
+    with scratch(backend) as url:
+        rows["processing c=16, worker.audit=false (jobs/s)"] = (
+            f"{bench_processing(url, jobs, 16, audit=False):,.0f}"
+        )
     modes = [False, True] if backend == "postgresql" else [False]
     for notify in modes:
         print(f"[{backend}] latency ({'NOTIFY' if notify else 'polling'}) ...", flush=True)
