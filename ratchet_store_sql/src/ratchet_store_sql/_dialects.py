@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -45,14 +45,11 @@ class Dialect:
                     sa.text("MICROSECOND"), round(seconds * 1_000_000), expr
                 )
         else:
-            # SQLite has milliseconds; pad to the 6 digits of the stored format so that
-            # string comparison with stored values is exact.
-            fmt: sa.ColumnElement[str] = sa.literal_column("'%Y-%m-%d %H:%M:%f'")
-            if seconds:
-                expr = sa.func.strftime(fmt, "now", f"{seconds:+.6f} seconds")
-            else:
-                expr = sa.func.strftime(fmt, "now")
-            expr = expr.concat(sa.literal_column("'000'"))
+            # SQLite is embedded: its clock is this host's clock, which strftime('%f','now')
+            # reads at millisecond precision only. Reading the same clock here keeps the
+            # microseconds, so an event and a "now" taken right after it never tie.
+            at = datetime.now(UTC) + timedelta(seconds=seconds)
+            return sa.literal(at, _UTC)
         return sa.type_coerce(expr, _UTC)
 
     def seconds_between(
