@@ -247,9 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql", "mariadb"] if args.backend == "all" else [args.backend]
     print(f"jobs={args.jobs} batch={args.batch} singles={args.singles}")
-    header = (
-        f"{'backend':<11} {'op':<26} {'raw':>12} {'ratchet':>12} {'ratchet/raw':>12}"
-    )
+    header = f"{'backend':<11} {'op':<26} {'raw':>12} {'ratchet':>12} {'ratchet/raw':>12}"
     print(header)
     print("-" * len(header))
     for backend in backends:
