@@ -153,6 +153,9 @@ def binding_for(spi: type[Any]) -> SpiBinding:
     raise LookupError(f"{getattr(spi, '__name__', spi)!s} is not an SPI of Ratchet; known: {known}")
 
 
+_ENTRY_PROVIDERS = frozenset({"scheduler", "worker"})
+
+
 class RatchetDynamicContainer(containers.DynamicContainer):
     """The instance type of :class:`RatchetContainer`: providers plus the alternatives registry
     and the build step."""
@@ -167,6 +170,20 @@ class RatchetDynamicContainer(containers.DynamicContainer):
             registry = AlternativeRegistry(self)
             self.__dict__["_ratchet_alternatives"] = registry
         return registry
+
+    def __getattribute__(self, name: str) -> Any:
+        # The engine's entry providers build the container on first access, so alternatives
+        # from entry points and configured modules apply even without an explicit build().
+        if name in _ENTRY_PROVIDERS:
+            state = object.__getattribute__(self, "__dict__")
+            if not state.get("_ratchet_auto_building") and not state.get("_ratchet_auto_built"):
+                state["_ratchet_auto_building"] = True
+                try:
+                    object.__getattribute__(self, "ensure_built")()
+                finally:
+                    state["_ratchet_auto_building"] = False
+                state["_ratchet_auto_built"] = True
+        return super().__getattribute__(name)
 
     def build(self) -> RatchetDynamicContainer:
         """Discover alternatives (explicit, ``alternatives.modules``, entry points), check them
