@@ -153,7 +153,7 @@ def test_enqueue_many_writes_a_thousand_jobs_in_one_call(
 ) -> None:
     ids = scheduler.enqueue_many(targets.bulk_item, [(n,) for n in range(1000)])
     assert len(ids) == 1000 and len(set(ids)) == 1000
-    queries = store.capability(JobQueryStore)  # type: ignore[type-abstract]
+    queries = store.capability(JobQueryStore)
     if queries is not None:
         assert queries.count_jobs(JobQuery(target="tests.engine.targets:bulk_item")) == 1000
     for index in (0, 499, 999):
@@ -240,7 +240,7 @@ def test_retry_sends_a_dead_letter_back_and_result_reads_the_outcome(
 
 
 def test_search_finds_jobs_by_tag(scheduler: SchedulerService, store: JobStore) -> None:
-    if store.capability(JobQueryStore) is None:  # type: ignore[type-abstract]
+    if store.capability(JobQueryStore) is None:
         pytest.skip(f"{type(store).__name__} lacks the JobQueryStore capability")
     tag = unique_tag()
     ids = {scheduler.job(targets.add).args(n, n).tags(tag).enqueue() for n in range(3)}

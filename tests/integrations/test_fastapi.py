@@ -25,7 +25,7 @@ from tests.integrations.fastapi_app import create_app
 def store_file(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     store = open_store(url)
-    manager = store.capability(SchemaManager)  # type: ignore[type-abstract]
+    manager = store.capability(SchemaManager)
     assert manager is not None
     manager.upgrade()
     store.close()

@@ -210,7 +210,7 @@ def test_locks_taken_inside_a_joined_session_survive_its_rollback(
     with mongo_store.client.start_session() as session:
         session.start_transaction()
         view = mongo_store.joined(session)
-        locks = view.capability(LockStore)  # type: ignore[type-abstract]
+        locks = view.capability(LockStore)
         assert locks is not None
         assert locks.try_lock("leader", "n1", timedelta(seconds=30))
         session.abort_transaction()

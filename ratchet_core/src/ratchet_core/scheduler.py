@@ -313,7 +313,7 @@ class SchedulerService:
 
     def search(self, query: JobQuery) -> list[JobEntity]:
         """Jobs matching ``query`` (needs the store's ``JobQueryStore`` capability)."""
-        queries = self._store.capability(JobQueryStore)  # type: ignore[type-abstract]
+        queries = self._store.capability(JobQueryStore)
         if queries is None:
             raise UnsupportedCapabilityError("JobQueryStore", "JobScheduler.search")
         return queries.search_jobs(query)

@@ -120,7 +120,7 @@ def create_store(settings: RatchetConfig) -> JobStore:
     migrate the schema to the newest revision."""
     store = open_store(settings.get(STORE_URL))
     if settings.get(STORE_AUTO_MIGRATE):
-        manager = store.capability(SchemaManager)  # type: ignore[type-abstract]
+        manager = store.capability(SchemaManager)
         if manager is not None:
             manager.upgrade()
     return store

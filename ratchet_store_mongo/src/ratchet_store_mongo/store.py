@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from datetime import UTC
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from bson.binary import UuidRepresentation
 from bson.codec_options import CodecOptions
@@ -116,8 +117,8 @@ class MongoJobStore(JobMaintenanceMixin, ClusterMixin, FeaturesMixin, AdminMixin
         """The pymongo client (start a session on it to use ``joined``)."""
         return self._client
 
-    def capability(self, kind: type[C]) -> C | None:
-        return self if isinstance(self, kind) else None
+    def capability(self, kind: Callable[..., C]) -> C | None:
+        return cast(C, self) if isinstance(self, cast(type, kind)) else None
 
     def joined(self, transaction: object) -> JobStore:
         """A view of this store whose REQUIRED mutations use ``transaction`` (a pymongo

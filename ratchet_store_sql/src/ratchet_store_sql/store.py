@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -102,10 +103,10 @@ class SqlJobStore(
         """The migration manager of this store's database."""
         return self._schema
 
-    def capability(self, kind: type[C]) -> C | None:
+    def capability(self, kind: Callable[..., C]) -> C | None:
         if kind is SchemaManager:
             return self._schema  # type: ignore[return-value]
-        return self if isinstance(self, kind) else None
+        return cast(C, self) if isinstance(self, cast(type, kind)) else None
 
     def joined(self, transaction: object) -> JobStore:
         """A view running REQUIRED mutations and SUPPORTS reads in the caller's transaction.

@@ -24,7 +24,7 @@ Contract rules that hold for every method unless its docstring says otherwise:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, runtime_checkable
 from uuid import UUID
@@ -279,10 +279,10 @@ class JobStore(
 ):
     """Everything a conforming store must provide."""
 
-    def capability(self, kind: type[C]) -> C | None:
+    def capability(self, kind: Callable[..., C]) -> C | None:
         """This store as ``kind`` if it advertises that capability, else None.
 
-        The usual implementation is ``return self if isinstance(self, kind) else None`` (every
+        The usual implementation is ``return self if isinstance(self, cast(type, kind)) else None`` (every
         capability protocol is runtime checkable); a store may return a helper object instead.
         """
         ...

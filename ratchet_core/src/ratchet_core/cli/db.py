@@ -75,7 +75,7 @@ def console() -> Console:
 
 
 def schema_manager(store: JobStore) -> SchemaManager:
-    manager = store.capability(SchemaManager)  # type: ignore[type-abstract]
+    manager = store.capability(SchemaManager)
     if manager is None:
         raise click.ClickException(f"{type(store).__name__} has no schema to manage")
     return manager

@@ -146,7 +146,7 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         record["kwargs"] = dict(invocation.kwargs)
     except ValueError:
         record["args"] = "(payload not readable: encrypted or written by another version)"
-    audit = scheduler.store.capability(JobAuditStore)  # type: ignore[type-abstract]
+    audit = scheduler.store.capability(JobAuditStore)
     executions = audit.find_executions_by_job_id(job.id) if audit is not None else []
     logs = audit.find_logs_by_job_id(job.id, limit=50) if audit is not None else []
     if as_json:

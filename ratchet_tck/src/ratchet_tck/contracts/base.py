@@ -1,4 +1,3 @@
-# mypy: disable-error-code="type-abstract"
 # (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """What every contract class shares: the capability gate, cleanup and assertion helpers."""
 
@@ -56,18 +55,18 @@ class StoreContract:
     # ---------------------------------------------------------------- helpers for subclasses
 
     @staticmethod
-    def cap(fixture: StoreFixture, kind: type[C]) -> C:
+    def cap(fixture: StoreFixture, kind: Callable[..., C]) -> C:
         """The store as capability ``kind`` (the contract's gate already checked it exists)."""
         found = fixture.store().capability(kind)
-        assert found is not None, f"store stopped advertising {kind.__name__}"
+        assert found is not None, f"store stopped advertising {getattr(kind, '__name__', kind)}"
         return found
 
     @staticmethod
-    def need(fixture: StoreFixture, kind: type[C]) -> C:
+    def need(fixture: StoreFixture, kind: Callable[..., C]) -> C:
         """The store as ``kind``, or skip this test as N/A when it is not advertised."""
         found = fixture.store().capability(kind)
         if found is None:
-            pytest.skip(f"N/A: store does not advertise {kind.__name__}")
+            pytest.skip(f"N/A: store does not advertise {getattr(kind, '__name__', kind)}")
         return found
 
     @staticmethod

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="type-abstract"
 # (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Capability contracts of cluster coordination: resource permits and lock leases."""
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="type-abstract"
 # (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """Invariants that span several tables or collections (the dual hot/cold write paths)."""
 

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="type-abstract"
 # (capabilities are probed by passing their Protocol class: store.capability(LockStore))
 """JobExtensionStore contract: write-once properties and fenced, versioned state."""
 

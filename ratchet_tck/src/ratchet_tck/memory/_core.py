@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import TypeVar, cast
 from uuid import UUID
 
 import attrs
@@ -41,8 +41,8 @@ class CoreMemoryStore:
         self._s = MemoryState()
 
     # ------------------------------------------------------------------ JobStore
-    def capability(self, kind: type[C]) -> C | None:
-        return self if isinstance(self, kind) else None
+    def capability(self, kind: Callable[..., C]) -> C | None:
+        return cast(C, self) if isinstance(self, cast(type, kind)) else None
 
     def joined(self, transaction: object) -> JobStore:
         raise StoreError(
