@@ -84,7 +84,7 @@ class StoreBackedStartupCoordinator:
     LOCK_PREFIX = "ratchet.startup."
 
     def __init__(self, store: JobStore, node_identity: NodeIdentityProvider) -> None:
-        self._locks = store.capability(LockStore)  # type: ignore[type-abstract]
+        self._locks = store.capability(LockStore)
         self._node_id = node_identity.get_node_id()
         self._warned = False
 

@@ -229,9 +229,9 @@ class Worker:
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
 
-        self._audit = store.capability(JobAuditStore) if s.audit else None  # type: ignore[type-abstract]
-        self._extension = store.capability(JobExtensionStore)  # type: ignore[type-abstract]
-        self._query = store.capability(JobQueryStore)  # type: ignore[type-abstract]
+        self._audit = store.capability(JobAuditStore) if s.audit else None
+        self._extension = store.capability(JobExtensionStore)
+        self._query = store.capability(JobQueryStore)
         self._store_name = type(store).__name__
 
         self._inline = tuning.default_threading_mode() is ThreadingMode.INLINE
