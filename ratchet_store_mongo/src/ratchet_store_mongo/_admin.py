@@ -252,6 +252,12 @@ class AdminMixin(MongoBase):
     def save_execution(self, record: ExecutionRecord) -> None:
         self._col("executions").insert_one(to_document(record), session=self._session)
 
+    @translated("save_executions")
+    def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
+        docs = [to_document(r) for r in records]
+        if docs:
+            self._col("executions").insert_many(docs, ordered=True, session=self._session)
+
     @translated("find_executions_by_job_id")
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         cursor = (

@@ -90,6 +90,25 @@ class SqlBase:
             raise translate(exc, operation) from exc
 
     @contextmanager
+    def _write_statement(self, operation: str) -> Iterator[sa.Connection]:
+        """Like ``_write`` for a write that is ONE statement: on PostgreSQL outside a caller's
+        transaction the statement runs in autocommit (atomic by itself, one round trip instead
+        of BEGIN + statement + COMMIT). Other backends and joined views use ``_write``."""
+        if self._bound is not None or not self._d.is_pg:
+            with self._write(operation) as conn:
+                yield conn
+            return
+        self._check_open(operation)
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+                yield conn
+        except RatchetError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+
+    @contextmanager
     def _independent(self, operation: str) -> Iterator[sa.Connection]:
         self._check_open(operation)
         try:

@@ -637,6 +637,14 @@ class AuditOperations(SqlBase):
         with self._write("save_execution") as conn:
             conn.execute(self._d.upsert(s.executions, values, ["id"], update))
 
+    def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
+        if not records:
+            return
+        rows = [execution_to_row(r) for r in records]
+        stmt = self._d.upsert_many(s.executions, ["id"], [k for k in rows[0] if k != "id"])
+        with self._write("save_executions") as conn:
+            conn.execute(stmt, rows)
+
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         e = s.executions
         with self._read("find_executions_by_job_id") as conn:

@@ -97,5 +97,21 @@ class Dialect:
         my = mysql.insert(table).values(**values)
         return my.on_duplicate_key_update(**update)
 
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        """INSERT for executemany (one parameter dict per row); on a key collision the row's
+        ``columns`` overwrite the stored ones."""
+        if self.is_pg:
+            pg = postgresql.insert(table)
+            return pg.on_conflict_do_update(
+                index_elements=list(keys), set_={c: pg.excluded[c] for c in columns}
+            )
+        if self.is_sqlite:
+            lite = sqlite_dialect.insert(table)
+            return lite.on_conflict_do_update(
+                index_elements=list(keys), set_={c: lite.excluded[c] for c in columns}
+            )
+        my = mysql.insert(table)
+        return my.on_duplicate_key_update({c: my.inserted[c] for c in columns})
+
 
 __all__ = ["Dialect"]

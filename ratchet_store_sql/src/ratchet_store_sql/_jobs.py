@@ -3,6 +3,7 @@ nodes and tags."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,13 +11,21 @@ from uuid import UUID
 
 import attrs
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity, NodeEntity
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._base import SqlBase, chunks, retry_conflicts
-from ratchet_store_sql._convert import job_to_row, node_to_row, require_utc, row_to_job, row_to_node
+from ratchet_store_sql._convert import (
+    JOB_FIELDS,
+    job_to_row,
+    node_to_row,
+    require_utc,
+    row_to_job,
+    row_to_node,
+)
 
 J = s.jobs
 T = s.job_tags
@@ -53,6 +62,28 @@ _PG_SUCCEED_MANY = sa.text(
 ).columns(sa.column("id", sa.Uuid()))
 
 
+@functools.cache
+def _pg_insert_statement(keyed: bool, tagged: bool) -> Any:
+    """``insert_job`` on PostgreSQL as one statement, built once per variant (SQLAlchemy then
+    caches its compiled form): parameters are the row's columns (and ``_tags``)."""
+    insert = postgresql.insert(J).values(
+        {c: sa.bindparam(c, type_=J.c[c].type) for c in JOB_FIELDS}
+    )
+    if keyed:
+        insert = insert.on_conflict_do_nothing(index_elements=[J.c.idempotency_key])
+    stmt: Any = insert.returning(J.c.id)
+    if tagged:
+        inserted = stmt.cte("inserted")
+        tag_rows = sa.select(
+            inserted.c.id,
+            sa.func.unnest(sa.bindparam("_tags", type_=postgresql.ARRAY(sa.Text))),
+        )
+        stmt = sa.select(inserted.c.id).add_cte(
+            sa.insert(T).from_select(["job_id", "tag"], tag_rows).cte("inserted_tags")
+        )
+    return stmt
+
+
 class JobOperations(SqlBase):
     """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
 
@@ -61,6 +92,8 @@ class JobOperations(SqlBase):
     def insert_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
         _check_tags(job.tags, job.id)
+        if self._d.is_pg:
+            return self._insert_job_pg(job, row)
         with self._write("insert_job") as conn:
             if job.idempotency_key is not None:
                 existing = self._find_one(conn, J.c.idempotency_key == job.idempotency_key)
@@ -73,6 +106,29 @@ class JobOperations(SqlBase):
             if job.tags:
                 conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
         return attrs.evolve(job, tags=(*sorted(set(job.tags)),))
+
+    def _insert_job_pg(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
+        """One statement, so one round trip in autocommit: the job row (skipped when its
+        idempotency key exists), and its tags in a data-modifying CTE of the same statement."""
+        tags = sorted(set(job.tags))
+        stmt = _pg_insert_statement(job.idempotency_key is not None, bool(tags))
+        if tags:
+            row = {**row, "_tags": tags}
+        with self._write_statement("insert_job") as conn:
+            try:
+                written = conn.execute(stmt, row).first()
+            except sa.exc.IntegrityError as exc:
+                raise self._duplicate(conn, job, exc) from exc
+            if written is None:  # the idempotency key exists: the first job stands
+                existing = self._find_one(conn, J.c.idempotency_key == job.idempotency_key)
+                if existing is None:
+                    # its job was deleted between the two statements
+                    raise DuplicateJobError(
+                        f"a job with idempotency key {job.idempotency_key!r} was inserted "
+                        "and removed concurrently"
+                    )
+                return existing
+        return attrs.evolve(job, tags=(*tags,))
 
     def _duplicate(
         self, conn: sa.Connection, job: JobEntity, exc: sa.exc.IntegrityError

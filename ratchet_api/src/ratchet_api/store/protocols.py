@@ -529,6 +529,12 @@ class JobAuditStore(Protocol):
         """REQUIRED."""
         ...
 
+    def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
+        """Save several records as ``save_execution`` does, in one statement / round trip where
+        the backend allows (the worker writes the records of a batch of completions with it).
+        An empty sequence writes nothing. REQUIRED."""
+        ...
+
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         """Ordered by attempt. SUPPORTS."""
         ...

@@ -69,9 +69,6 @@ class CompletionBatcher:
         self._on_flushed = on_flushed
         self._metrics = metrics
         self._audit = audit
-        self._save_many: Callable[[Sequence[ExecutionRecord]], None] | None = getattr(
-            audit, "save_executions", None
-        )
         self._store_name = store_name
         self._items: list[PendingCompletion] = []
         self._cond = threading.Condition()
@@ -183,14 +180,14 @@ class CompletionBatcher:
 
     def _save_records(self, records: list[ExecutionRecord]) -> None:
         assert self._audit is not None
+        started = time.perf_counter()
         try:
-            if self._save_many is not None:
-                self._save_many(records)
-            else:
-                for record in records:
-                    self._audit.save_execution(record)
+            self._audit.save_executions(records)
         except Exception:  # noqa: BLE001 - audit is best effort; the job outcome is written
+            self._timing("save_executions", "failure", started)
             _log.warning("saving %d execution records failed", len(records), exc_info=True)
+        else:
+            self._timing("save_executions", "success", started)
 
     def _timing(self, operation: str, outcome: str, started: float) -> None:
         self._metrics.store_operation(

@@ -296,7 +296,7 @@ class JobAuditStoreContract(StoreContract):
     """Executions by attempt; log lines in append order, limited, per job."""
 
     capability = JobAuditStore
-    summary = "executions by attempt, per-job logs in order with limit"
+    summary = "executions by attempt (one or a batch), per-job logs in order with limit"
 
     def test_executions_ordered_by_attempt(self, tck_fixture: StoreFixture) -> None:
         audit = self.cap(tck_fixture, JobAuditStore)
@@ -336,6 +336,51 @@ class JobAuditStoreContract(StoreContract):
         assert (found[1].duration_ms, found[1].status) == (2000, JobStatus.SUCCEEDED)
         assert_same_instant(found[1].finished_at, second.finished_at, "finished_at")
         assert audit.find_executions_by_job_id(uuid7()) == []
+
+    def test_save_executions_writes_every_record_of_the_batch(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        audit = self.cap(tck_fixture, JobAuditStore)
+        jobs = [self.insert(tck_fixture) for _ in range(3)]
+        start = now_ms()
+        records = [
+            ExecutionRecord(
+                job_id=job.id,
+                attempt=attempt,
+                node_id=f"n{attempt}",
+                status=JobStatus.FAILED if attempt == 1 else JobStatus.SUCCEEDED,
+                started_at=start + timedelta(seconds=attempt),
+                finished_at=start + timedelta(seconds=attempt, milliseconds=250),
+                duration_ms=250,
+                error="IOError: disk" if attempt == 1 else None,
+            )
+            for attempt in (2, 1)
+            for job in jobs
+        ]
+        audit.save_executions(records)
+        for job in jobs:
+            found = audit.find_executions_by_job_id(job.id)
+            assert [(e.attempt, e.node_id, e.status) for e in found] == [
+                (1, "n1", JobStatus.FAILED),
+                (2, "n2", JobStatus.SUCCEEDED),
+            ]
+            assert [e.id for e in found] == [
+                r.id for r in sorted(records, key=lambda r: r.attempt) if r.job_id == job.id
+            ]
+            assert (found[0].error, found[0].duration_ms) == ("IOError: disk", 250)
+            assert found[1].error is None
+            assert_same_instant(found[1].finished_at, records[0].finished_at, "finished_at")
+
+    def test_save_executions_of_nothing_writes_nothing(self, tck_fixture: StoreFixture) -> None:
+        audit = self.cap(tck_fixture, JobAuditStore)
+        job = self.insert(tck_fixture)
+        audit.save_executions([])
+        assert audit.find_executions_by_job_id(job.id) == []
+        one = ExecutionRecord(
+            job_id=job.id, attempt=1, node_id="n1", status=JobStatus.SUCCEEDED, started_at=now_ms()
+        )
+        audit.save_executions([one])
+        assert [e.id for e in audit.find_executions_by_job_id(job.id)] == [one.id]
 
     def test_logs_in_append_order_with_limit(self, tck_fixture: StoreFixture) -> None:
         audit = self.cap(tck_fixture, JobAuditStore)

@@ -417,6 +417,13 @@ class AuditMixin(CoreMemoryStore):
         with self._s.lock:
             self._s.executions.append(record)
 
+    def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
+        for record in records:
+            check_utc(record.started_at, "started_at", record.job_id)
+            check_utc(record.finished_at, "finished_at", record.job_id)
+        with self._s.lock:
+            self._s.executions.extend(records)
+
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         with self._s.lock:
             found = [e for e in self._s.executions if e.job_id == job_id]
