@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from ratchet_api.errors import StoreError
+from ratchet_api.errors import DuplicateJobError, StoreError
 from ratchet_api.store import JobEntity, NodeEntity
 from ratchet_store_sql import SqlJobStore
 from ratchet_store_sql.schema import jobs
@@ -83,3 +83,22 @@ def test_a_failed_multi_row_insert_leaves_nothing_behind(store: SqlJobStore) -> 
         store.bulk_insert(batch)
     assert store.find_by_id(batch[0].id) is None
     assert store.find_by_id(batch[2].id) is None
+
+
+def test_pooled_connections_stay_transactional_after_single_inserts(store: SqlJobStore) -> None:
+    # insert_job on PostgreSQL runs its one statement in autocommit on a pooled connection:
+    # the next user of that connection must get a real transaction again (a rollback undoes).
+    failed = JobEntity()
+    store.insert_job(failed)
+    with pytest.raises(DuplicateJobError):
+        store.insert_job(failed)  # the error path gives its connection back as well
+    for _ in range(3):
+        store.insert_job(JobEntity(tags=("t",)))
+    job = JobEntity()
+    with store.engine.connect() as conn:
+        trans = conn.begin()
+        store.joined(conn).insert_job(job)
+        trans.rollback()
+    assert store.find_by_id(job.id) is None
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(jobs)).scalar() == 4
