@@ -626,15 +626,45 @@ class JobOperations(SqlBase):
             if not rows:
                 return 0
             try:
-                for part in chunks(rows, 1000):
-                    conn.execute(sa.insert(J), list(part))
+                if self._d.is_pg and self._engine.dialect.driver == "psycopg":
+                    self._copy_rows(conn, rows, tag_rows)
+                else:
+                    for part in chunks(rows, 1000):
+                        conn.execute(sa.insert(J), list(part))
+                    for part in chunks(tag_rows, 2000):
+                        conn.execute(sa.insert(T), list(part))
             except sa.exc.IntegrityError as exc:
                 raise DuplicateJobError(
                     f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
                 ) from exc
-            for part in chunks(tag_rows, 2000):
-                conn.execute(sa.insert(T), list(part))
         return len(rows)
+
+    def _copy_rows(
+        self, conn: sa.Connection, rows: list[dict[str, Any]], tag_rows: list[dict[str, Any]]
+    ) -> None:
+        """PostgreSQL + psycopg: the rows go with COPY on the transaction's own connection
+        (several times faster than a multi-row INSERT). Driver errors are raised as
+        SQLAlchemy's, like every other statement of the store."""
+        driver: Any = conn.connection.driver_connection
+        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS)}) FROM STDIN"
+        try:
+            with driver.cursor() as cursor:
+                with cursor.copy(sql) as copy:
+                    for row in rows:
+                        copy.write_row(
+                            [
+                                v.replace(tzinfo=None) if isinstance(v, datetime) else v
+                                for v in map(row.__getitem__, JOB_FIELDS)
+                            ]
+                        )
+                if tag_rows:
+                    with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
+                        for tag in tag_rows:
+                            copy.write_row((tag["job_id"], tag["tag"]))
+        except self._engine.dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, None, exc, self._engine.dialect.loaded_dbapi.Error
+            ) from exc
 
     @retry_conflicts
     def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
