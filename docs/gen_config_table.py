@@ -16,6 +16,9 @@ DOC = Path(__file__).resolve().parent / "configuration.md"
 BEGIN = "<!-- BEGIN GENERATED KEYS -->"
 END = "<!-- END GENERATED KEYS -->"
 SKIPPED_PACKAGES = ("ratchet_core.contrib",)
+# Integration modules whose keys belong in the table and that import without their framework
+# being configured.
+INTEGRATION_KEY_MODULES = ("ratchet_core.contrib.django.conf",)
 
 
 def collect_keys() -> dict[str, Any]:
@@ -27,6 +30,11 @@ def collect_keys() -> dict[str, Any]:
         if module.name.startswith(SKIPPED_PACKAGES):
             continue
         importlib.import_module(module.name)
+    for name in INTEGRATION_KEY_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # the integration's extra is not installed
+            continue
     return dict(sorted(config.KEYS.items()))
 
 
