@@ -17,8 +17,8 @@ temporary file). Figures:
   into an idle worker process, p50/p99, with PostgreSQL LISTEN/NOTIFY wake-ups between the
   processes and without them (polling only; the idle poll interval is printed).
 
-Helper S's raw-SQL baseline (``benchmarks/bench_store.py``) is run in the same invocation when it
-exists.
+The raw-SQL baseline of ``benchmarks/bench_store.py`` (plain SQL next to the store's own calls,
+same tables) runs in the same invocation and is printed in the same table.
 """
 
 from __future__ import annotations
@@ -188,28 +188,22 @@ def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, s
     return statistics.median(latencies), p99, poll
 
 
-def run_store_baseline(backend: str, url: str, jobs: int) -> dict[str, float] | None:
+def run_store_baseline(backend: str, jobs: int) -> dict[str, float]:
+    """``bench_store.py``'s measurements (raw SQL next to the store) in this same run."""
     path = REPO / "benchmarks" / "bench_store.py"
-    if not path.exists():
-        print("  (benchmarks/bench_store.py not found: raw-SQL baseline skipped)")
-        return None
     spec = importlib.util.spec_from_file_location("bench_store", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    for name in ("run_baseline", "baseline", "run"):
-        fn = getattr(module, name, None)
-        if callable(fn):
-            try:
-                result = fn(url, jobs)
-            except TypeError:
-                continue
-            return dict(result) if isinstance(result, dict) else None
-    main = getattr(module, "main", None)
-    if callable(main):
-        print(f"  raw-SQL baseline ({path.name}):")
-        main(["--backend", backend])
-    return None
+    figures: dict[str, float] = module.bench(backend, jobs, 100, 1000)
+    return {
+        "raw SQL single insert": figures["raw single insert/s"],
+        "store insert_job": figures["ratchet single insert/s"],
+        f"raw SQL bulk insert {jobs}": jobs / figures["raw bulk insert s"],
+        f"store bulk_insert {jobs}": jobs / figures["ratchet bulk insert s"],
+        "raw SQL claim+complete (batches of 100)": figures["raw claim+complete/s"],
+        "store claim+complete (batches of 100)": figures["ratchet claim+complete/s"],
+    }
 
 
 # ---------------------------------------------------------------- driver
@@ -230,6 +224,15 @@ def scratch(backend: str) -> Iterator[str]:
         yield url
     finally:
         drop()
+
+
+TARGETS = {
+    "enqueue single (jobs/s)": ">= 2,500 (pg)",
+    "enqueue bulk (jobs/s)": ">= 30,000 (pg)",
+    "processing c=1 (jobs/s)": ">= 5,000 pg, 2,000 sqlite",
+    "processing c=16 (jobs/s)": ">= 5,000 pg, 2,000 sqlite",
+    "latency p50/p99 ms (LISTEN/NOTIFY)": "p50 <= 5 ms",
+}
 
 
 def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
@@ -256,10 +259,9 @@ def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
             p50, p99, poll = bench_latency(url, samples, notify)
         label = "LISTEN/NOTIFY" if notify else f"polling, {poll}"
         rows[f"latency p50/p99 ms ({label})"] = f"{p50:.1f} / {p99:.1f}"
-    with scratch(backend) as url:
-        baseline = run_store_baseline(backend, url, jobs)
-    for key, value in (baseline or {}).items():
-        rows[f"raw-SQL baseline: {key}"] = f"{value:,.0f}"
+    print(f"[{backend}] raw-SQL baseline (bench_store.py) ...", flush=True)
+    for key, value in run_store_baseline(backend, jobs).items():
+        rows[f"baseline: {key} (jobs/s)"] = f"{value:,.0f}"
     return rows
 
 
@@ -273,10 +275,22 @@ def main(argv: list[str] | None = None) -> int:
     results = {b: bench_backend(b, args.jobs, args.latency_samples) for b in backends}
     keys = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(k) for k in keys)
+    target_width = max(len(v) for v in TARGETS.values())
     print()
-    print(f"{'metric':<{width}}  " + "  ".join(f"{b:>14}" for b in backends))
+    print(
+        f"jobs={args.jobs}, processing: one `ratchet worker --burst` process, prefetch "
+        "max(c, 64), claim batch 200, completion batch 1000, audit records on unless stated"
+    )
+    header = f"{'metric':<{width}}  {'target':<{target_width}}  " + "  ".join(
+        f"{b:>14}" for b in backends
+    )
+    print(header)
+    print("-" * len(header))
     for key in keys:
-        print(f"{key:<{width}}  " + "  ".join(f"{results[b].get(key, '-'):>14}" for b in backends))
+        print(
+            f"{key:<{width}}  {TARGETS.get(key, ''):<{target_width}}  "
+            + "  ".join(f"{results[b].get(key, '-'):>14}" for b in backends)
+        )
     return 0
 
 

@@ -17,7 +17,7 @@ from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataErr
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity, NodeEntity
 from ratchet_store_sql import schema as s
-from ratchet_store_sql._base import SqlBase, chunks, retry_conflicts
+from ratchet_store_sql._base import CHUNK, SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
     JOB_FIELDS,
     job_to_row,
@@ -241,7 +241,8 @@ class JobOperations(SqlBase):
     ) -> list[JobEntity]:
         if limit <= 0:
             return []
-        with self._write("claim_next_batch") as conn:
+        # on PostgreSQL the claim is one statement: autocommit, one round trip
+        with self._write_statement("claim_next_batch") as conn:
             claimed = self._claim(conn, node_id, limit, execution_targets, tag_filter)
         claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
         return claimed
@@ -360,7 +361,7 @@ class JobOperations(SqlBase):
     @retry_conflicts
     def _fenced(self, operation: str, job_id: UUID, claim_seq: int, values: dict[str, Any]) -> bool:
         values.setdefault("updated_at", self._d.now())
-        with self._write(operation) as conn:
+        with self._write_statement(operation) as conn:
             stmt = (
                 sa.update(J)
                 .where(J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING)
@@ -390,7 +391,9 @@ class JobOperations(SqlBase):
         latest: dict[UUID, Completion] = {c.job_id: c for c in completions}
         applied: set[UUID] = set()
         now = self._d.now()
-        with self._write("mark_succeeded_many") as conn:
+        # one statement per chunk: a single chunk on PostgreSQL runs in autocommit
+        write = self._write_statement if len(latest) <= CHUNK else self._write
+        with write("mark_succeeded_many") as conn:
             for part in chunks(list(latest.values())):
                 applied |= self._succeed_chunk(conn, part, now)
         return applied

@@ -238,8 +238,11 @@ class Worker:
         self._sync_limit = tuning.max_concurrency("sync", s.concurrency)
         self._async_limit = tuning.max_concurrency("async", s.concurrency)
         self._capacity = max(1, s.concurrency + s.prefetch)
-        # Claim again once this many slots are free (batches instead of one job per claim).
-        self._watermark = max(1, min(s.claim_batch_size, self._capacity) // 4)
+        # While every job thread is busy, claim again only once this many slots are free:
+        # fewer, larger claims (a claim costs about as much for 50 jobs as for 5). A free job
+        # thread is never kept waiting for the watermark.
+        self._watermark = max(1, min(s.claim_batch_size, self._capacity) // 2)
+        self._busy_at = max(1, s.concurrency)
         self._targets = list(s.execution_targets) or None
         self._tags = None if self._tag_filter.is_empty else self._tag_filter
 
@@ -529,9 +532,11 @@ class Worker:
         failures = 0
         while not self._stopping:
             free = self._capacity - self._active
-            if free <= 0 or (self._active > 0 and free < self._watermark):
+            if free <= 0 or (self._active >= self._busy_at and free < self._watermark):
                 self._slot_waiting = True
-                if self._capacity - self._active >= self._watermark:  # freed meanwhile
+                active = self._active
+                if active < self._busy_at or self._capacity - active >= self._watermark:
+                    # freed meanwhile
                     self._slot_waiting = False
                     continue
                 self._wake.wait(max_wait)
