@@ -59,31 +59,47 @@ class CliState:
         return self._container
 
 
-def load_app(spec: str) -> Any:
-    """Import ``module:attr``; a callable attribute that is not a container is called with no
-    arguments. The current directory is importable, like ``python -m``."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
+def make_cwd_importable() -> None:
+    """Put the current directory first on ``sys.path``, as ``python -m`` does, so that the
+    project's own modules (``--app containers:...``, job modules such as ``myapp.jobs``) import
+    without installing the project or setting ``PYTHONPATH``."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def import_object(spec: str, *, example: str, param_hint: str) -> Any:
+    """The object named by ``module:qualname`` (dotted attributes allowed); a malformed spec,
+    a module that cannot be imported or a missing attribute is a ``click.BadParameter``
+    naming it."""
+    module_name, sep, qualname = spec.partition(":")
+    if not sep or not module_name or not qualname:
         raise click.BadParameter(
-            f"expected module:attribute (for example containers:create_container), got {spec!r}",
-            param_hint="--app",
+            f"expected module:attribute (for example {example}), got {spec!r}",
+            param_hint=param_hint,
         )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    make_cwd_importable()
     try:
-        module = importlib.import_module(module_name)
+        obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise click.BadParameter(
-            f"cannot import module {module_name!r}: {exc}", param_hint="--app"
+            f"cannot import module {module_name!r} (from {os.getcwd()}): {exc}",
+            param_hint=param_hint,
         ) from exc
-    obj: Any = module
-    for part in attr.split("."):
+    for part in qualname.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise click.BadParameter(
-                f"module {module_name!r} has no attribute {attr!r}", param_hint="--app"
+                f"module {module_name!r} has no attribute {qualname!r}", param_hint=param_hint
             ) from None
+    return obj
+
+
+def load_app(spec: str) -> Any:
+    """Import ``module:attr``; a container class is instantiated and a callable attribute that
+    is not a container is called with no arguments. The current directory is importable."""
+    obj = import_object(spec, example="containers:create_container", param_hint="--app")
     from dependency_injector import containers
 
     if isinstance(obj, type) and issubclass(obj, containers.DeclarativeContainer):
@@ -147,7 +163,11 @@ def _parse_set(
 )
 @click.pass_context
 def main(ctx: click.Context, app_spec: str | None, settings: dict[str, str]) -> None:
-    """Ratchet: durable background jobs in your own database."""
+    """Ratchet: durable background jobs in your own database.
+
+    The current directory is importable (as with ``python -m``): run commands from your
+    project's root and ``--app`` and job modules are found there."""
+    make_cwd_importable()
     ctx.obj = CliState(app_spec=app_spec, settings=settings)
 
 
@@ -166,4 +186,13 @@ def _load_commands(group: click.Group) -> None:
 _load_commands(main)
 
 
-__all__ = ["COMMAND_MODULES", "CliState", "get_app", "get_container", "load_app", "main"]
+__all__ = [
+    "COMMAND_MODULES",
+    "CliState",
+    "get_app",
+    "get_container",
+    "import_object",
+    "load_app",
+    "main",
+    "make_cwd_importable",
+]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
 from typing import Any
 
 import click
 
 from ratchet_api.model import JobPriority
-from ratchet_core.cli import get_container
+from ratchet_core.cli import get_container, import_object
 from ratchet_core.cli.db import apply_url, ratchet_errors, url_option
 from ratchet_core.scheduler import SchedulerService
 
@@ -27,26 +24,7 @@ def _json_or_text(value: str) -> Any:
 
 def import_target(spec: str) -> Any:
     """The function named by ``module:qualname`` (the current directory is importable)."""
-    module_name, sep, qualname = spec.partition(":")
-    if not sep or not module_name or not qualname:
-        raise click.BadParameter(
-            f"expected module:function (for example myapp.jobs:send_email), got {spec!r}",
-            param_hint="TARGET",
-        )
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.ClickException(f"cannot import module {module_name!r}: {exc}") from exc
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise click.ClickException(
-                f"module {module_name!r} has no attribute {qualname!r}"
-            ) from None
-    return obj
+    return import_object(spec, example="myapp.jobs:send_email", param_hint="MODULE:FUNCTION")
 
 
 @click.command("enqueue")
