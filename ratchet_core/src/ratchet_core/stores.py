@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from ratchet_api.errors import ConfigurationError, RatchetError
+from ratchet_api.errors import ConfigurationError, RatchetError, StoreError
 from ratchet_api.spi.runtime import RatchetConfig, RatchetConfigKey
 from ratchet_api.store.protocols import JobStore, SchemaManager
 from ratchet_core.config import STORE_URL, parse_bool, register_key
@@ -126,11 +126,40 @@ def create_store(settings: RatchetConfig) -> JobStore:
     return store
 
 
+def require_schema(store: JobStore, *, upgrade_command: str = "ratchet db upgrade") -> None:
+    """Refuse to start a worker on a store whose schema has not been created (or is older
+    than this version's): a ``StoreError`` telling the user to run ``upgrade_command``, instead
+    of a worker that loops on "no such table" errors. A store without a ``SchemaManager`` needs
+    no schema and passes."""
+    manager = store.capability(SchemaManager)
+    if manager is None:
+        return
+    try:
+        current = manager.current_revision()
+    except RatchetError:
+        raise
+    except Exception as exc:  # a driver error the store did not translate
+        raise StoreError(f"{store!r}: cannot read the schema revision: {exc}") from exc
+    if current is None:
+        raise StoreError(
+            f"{store!r} has no Ratchet schema yet; run `{upgrade_command}` first "
+            "(or set store.auto_migrate=true)"
+        )
+    head_revision = getattr(manager, "head_revision", None)
+    head = head_revision() if callable(head_revision) else None
+    if isinstance(head, str) and head != current:
+        raise StoreError(
+            f"{store!r} has the Ratchet schema at revision {current}; this version of Ratchet "
+            f"needs {head}: run `{upgrade_command}` (or set store.auto_migrate=true)"
+        )
+
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "STORE_AUTO_MIGRATE",
     "create_store",
     "open_store",
+    "require_schema",
     "store_entry_points",
     "url_scheme",
 ]

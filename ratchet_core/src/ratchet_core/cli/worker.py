@@ -126,6 +126,7 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
       ratchet worker --burst          # run what is due, then exit
     """
     from ratchet_core.cli import get_container
+    from ratchet_core.stores import require_schema
 
     overrides: dict[str, str] = {}
     if concurrency is not None:
@@ -144,6 +145,7 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
     _configure_logging(log_level)
     container = get_container(ctx)
     try:
+        require_schema(container.job_store())
         worker = container.worker()
     except RatchetError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -248,23 +248,14 @@ def ratchet_cli(ctx: click.Context) -> None:
 def worker_command(burst: bool, timeout: float) -> None:
     """Run a Ratchet worker for this app (Ctrl-C or SIGTERM stops it gracefully)."""
     from ratchet_api.errors import RatchetError
+    from ratchet_core.contrib._worker import run_worker, start_worker
 
     try:
-        worker = get_state().container.worker()
+        worker = start_worker(get_state().container, upgrade_command="flask ratchet db upgrade")
     except RatchetError as exc:
         raise click.ClickException(str(exc)) from exc
-    if burst:
-        stats = worker.run_until_idle(timeout)
-        click.echo(
-            f"claimed={stats.claimed} succeeded={stats.succeeded} failed={stats.failed} "
-            f"retried={stats.retried}"
-        )
-        if not stats.idle:
-            raise click.ClickException(f"jobs were still due after {timeout} s")
-        return
-    click.echo("Ratchet worker started; Ctrl-C stops it")
-    stats = worker.run_forever()
-    click.echo(f"stopped: succeeded={stats.succeeded} failed={stats.failed}")
+    if not run_worker(worker, burst=burst, timeout=timeout, echo=click.echo):
+        raise click.ClickException(f"jobs were still due after {timeout} s")
 
 
 def _mount_ratchet_commands() -> None:

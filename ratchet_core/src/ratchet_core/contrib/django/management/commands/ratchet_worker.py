@@ -29,22 +29,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from ratchet_core.contrib._worker import run_worker, start_worker
         from ratchet_core.contrib.django import get_container
 
         try:
-            container = get_container()
-            worker = container.worker()
+            worker = start_worker(get_container(), upgrade_command="manage.py ratchet_migrate")
         except RatchetError as exc:
             raise CommandError(str(exc)) from exc
-        if options["burst"]:
-            stats = worker.run_until_idle(options["timeout"])
-            self.stdout.write(
-                f"claimed={stats.claimed} succeeded={stats.succeeded} failed={stats.failed} "
-                f"retried={stats.retried}"
-            )
-            if not stats.idle:
-                raise CommandError(f"jobs were still due after {options['timeout']} s")
-            return
-        self.stdout.write("Ratchet worker started; Ctrl-C stops it")
-        stats = worker.run_forever()
-        self.stdout.write(f"stopped: succeeded={stats.succeeded} failed={stats.failed}")
+        if not run_worker(
+            worker, burst=options["burst"], timeout=options["timeout"], echo=self.stdout.write
+        ):
+            raise CommandError(f"jobs were still due after {options['timeout']} s")
