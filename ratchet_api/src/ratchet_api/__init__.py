@@ -42,7 +42,7 @@ from ratchet_api.model import (
     VersionedState,
 )
 from ratchet_api.priority import Priority
-from ratchet_api.scheduler import JobContext, JobScheduler
+from ratchet_api.scheduler import JobBuilder, JobContext, JobScheduler
 
 __version__ = "0.1.0"
 
@@ -61,6 +61,7 @@ __all__ = [
     "InvalidJobError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
+    "JobBuilder",
     "JobContext",
     "JobInvocation",
     "JobNotFoundError",

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from ratchet_api.model import JobInvocation, JobResult
+from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobResult
 from ratchet_api.spi.runtime import JobLogger
 from ratchet_api.store.entities import JobEntity, JobQuery
 
@@ -39,6 +39,62 @@ class JobContext(Protocol):
 
 
 @runtime_checkable
+class JobBuilder(Protocol):
+    """The fluent builder returned by ``JobScheduler.job(fn)``. Each option is validated when it
+    is set (``InvalidJobError`` naming the option) and returns the builder; the target and its
+    arguments are validated by ``enqueue()``. Single use, not thread safe."""
+
+    def args(self, *args: Any) -> JobBuilder:
+        """Positional arguments of the target (replaces earlier ones)."""
+        ...
+
+    def kwargs(self, **kwargs: Any) -> JobBuilder:
+        """Keyword arguments of the target (merged with earlier ones)."""
+        ...
+
+    def priority(self, priority: JobPriority | int | str) -> JobBuilder:
+        """A ``JobPriority``, its value or its name (``"high"``)."""
+        ...
+
+    def tags(self, *tags: str) -> JobBuilder:
+        """Tags to find the job by (added to earlier ones)."""
+        ...
+
+    def max_retries(self, retries: int) -> JobBuilder:
+        """Retries after the first attempt before the dead letter (0 = none)."""
+        ...
+
+    def backoff(self, policy: BackoffPolicy | float | timedelta | None) -> JobBuilder:
+        """Delay between attempts: a ``BackoffPolicy`` or a fixed delay in seconds."""
+        ...
+
+    def idempotency_key(self, key: str) -> JobBuilder:
+        """Enqueueing again with the same key returns the first job's id, not a second job."""
+        ...
+
+    def execution_target(self, label: str) -> JobBuilder:
+        """Only workers serving this execution target claim the job."""
+        ...
+
+    def delay(self, delay: float | timedelta) -> JobBuilder:
+        """Run no earlier than ``delay`` from now (replaces ``at``)."""
+        ...
+
+    def at(self, when: datetime) -> JobBuilder:
+        """Run no earlier than ``when`` (timezone-aware; replaces ``delay``)."""
+        ...
+
+    def transaction(self, transaction: object | None) -> JobBuilder:
+        """Write the job inside the caller's open transaction (see ``JobScheduler``)."""
+        ...
+
+    def enqueue(self) -> UUID:
+        """Validate and store the job; its id (the first job's id for a reused idempotency
+        key). A second call raises ``InvalidJobError``."""
+        ...
+
+
+@runtime_checkable
 class JobScheduler(Protocol):
     """Enqueue, schedule and manage jobs. Thread safe.
 
@@ -48,7 +104,19 @@ class JobScheduler(Protocol):
     raise ``InvalidJobError``/``ClassNotAllowedError`` here, never at run time.
     """
 
-    def enqueue(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> UUID: ...
+    def job(self, fn: Callable[..., Any], /) -> JobBuilder:
+        """A fluent builder for a job running ``fn``, for options beyond ``enqueue``'s."""
+        ...
+
+    def enqueue(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> UUID:
+        """Run ``fn(*args, **kwargs)`` as soon as a worker is free; the job id."""
+        ...
+
+    def enqueue_in(
+        self, transaction: object, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> UUID:
+        """``enqueue`` inside the caller's open ``transaction``: a rollback removes the job."""
+        ...
 
     def schedule(
         self,
@@ -86,4 +154,4 @@ class JobScheduler(Protocol):
     def resume(self, job_id: UUID) -> bool: ...
 
 
-__all__ = ["JobContext", "JobScheduler"]
+__all__ = ["JobBuilder", "JobContext", "JobScheduler"]

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ratchet_api.errors import RatchetError
 from ratchet_api.model import JobPriority
+from ratchet_api.scheduler import JobScheduler
 from ratchet_core.container import RatchetDynamicContainer
 
 
@@ -27,14 +27,8 @@ def submit_job(
     """Enqueue ``fn(*args, **kwargs)`` through the container's scheduler builder: due at
     ``when`` (aware datetime, or delay as timedelta/seconds; None: now), written inside
     ``transaction`` when given. Validation errors are raised here."""
-    scheduler = container.scheduler()
-    job = getattr(scheduler, "job", None)
-    if job is None:
-        raise RatchetError(
-            f"the active JobScheduler {type(scheduler).__name__} has no job() builder; "
-            "the integrations need ratchet_core.scheduler.SchedulerService or a subclass"
-        )
-    builder = job(fn).args(*args).kwargs(**kwargs)
+    scheduler: JobScheduler = container.scheduler()
+    builder = scheduler.job(fn).args(*args).kwargs(**kwargs)
     if isinstance(when, datetime):
         builder.at(when)
     elif when is not None:
@@ -48,8 +42,7 @@ def submit_job(
         builder.max_retries(max_retries)
     if transaction is not None:
         builder.transaction(transaction)
-    job_id: UUID = builder.enqueue()
-    return job_id
+    return builder.enqueue()
 
 
 __all__ = ["submit_job"]
