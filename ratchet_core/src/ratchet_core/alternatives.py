@@ -521,32 +521,12 @@ class AlternativeRegistry:
         rows: list[SpiDescription] = []
         for binding in SPI_BINDINGS:
             provider = self._container.providers[binding.provider_name]
-            if binding.multi:
-                if not self._hooks:
-                    rows.append(
-                        SpiDescription(
-                            binding.spi_name,
-                            binding.provider_name,
-                            implementation_name(provider),
-                            Priority.LIBRARY_BEFORE,
-                            DEFAULT_ORIGIN,
-                            "list",
-                        )
-                    )
-                for hook in self._hooks:
-                    rows.append(
-                        SpiDescription(
-                            binding.spi_name,
-                            binding.provider_name,
-                            hook.name,
-                            hook.priority,
-                            hook.origin,
-                            _scope_name(hook.provider),
-                        )
-                    )
-                continue
             winner = self._winners.get(binding.provider_name)
-            if winner is None:
+            active: list[Alternative] = (
+                list(self._hooks) if binding.multi else [winner] if winner else []
+            )
+            if not active:
+                scope = "list" if binding.multi else _scope_name(provider)
                 rows.append(
                     SpiDescription(
                         binding.spi_name,
@@ -554,20 +534,20 @@ class AlternativeRegistry:
                         implementation_name(provider),
                         Priority.LIBRARY_BEFORE,
                         DEFAULT_ORIGIN,
-                        _scope_name(provider),
+                        scope,
                     )
                 )
-            else:
-                rows.append(
-                    SpiDescription(
-                        binding.spi_name,
-                        binding.provider_name,
-                        winner.name,
-                        winner.priority,
-                        winner.origin,
-                        _scope_name(winner.provider),
-                    )
+            rows.extend(
+                SpiDescription(
+                    binding.spi_name,
+                    binding.provider_name,
+                    alt.name,
+                    alt.priority,
+                    alt.origin,
+                    _scope_name(alt.provider),
                 )
+                for alt in active
+            )
         return rows
 
 
