@@ -62,6 +62,17 @@ def parse_str(raw: str) -> str:
     return raw.strip()
 
 
+_N = TypeVar("_N", int, float)
+
+
+def _within(value: _N, minimum: _N | None, maximum: _N | None) -> _N:
+    if minimum is not None and value < minimum:
+        raise ValueError(f"must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"must be <= {maximum}, got {value}")
+    return value
+
+
 def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callable[[str], int]:
     """A parser of integers, optionally bounded (inclusive)."""
 
@@ -70,11 +81,7 @@ def parse_int(minimum: int | None = None, maximum: int | None = None) -> Callabl
             value = int(raw.strip())
         except ValueError:
             raise ValueError(f"expected an integer, got {raw!r}") from None
-        if minimum is not None and value < minimum:
-            raise ValueError(f"must be >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise ValueError(f"must be <= {maximum}, got {value}")
-        return value
+        return _within(value, minimum, maximum)
 
     return parse
 
@@ -91,11 +98,7 @@ def parse_float(
             raise ValueError(f"expected a number, got {raw!r}") from None
         if math.isnan(value):
             raise ValueError("expected a number, got NaN")
-        if minimum is not None and value < minimum:
-            raise ValueError(f"must be >= {minimum}, got {value}")
-        if maximum is not None and value > maximum:
-            raise ValueError(f"must be <= {maximum}, got {value}")
-        return value
+        return _within(value, minimum, maximum)
 
     return parse
 
