@@ -129,8 +129,7 @@ def test_logs_are_stored_in_a_real_sqlite_store(tmp_path: Path) -> None:
     container.build()
     store = container.job_store()
     audit = store.capability(JobAuditStore)
-    if audit is None:
-        pytest.skip("the SQL store does not advertise JobAuditStore")
+    assert audit is not None, "the SQL store advertises JobAuditStore"
     job_id = uuid.uuid4()
     with container.job_logger_factory().create(context(job_id)) as job_logger:
         job_logger.info("first")
