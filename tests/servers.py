@@ -20,9 +20,7 @@ PG_HOST = os.environ.get("RATCHET_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("RATCHET_TEST_PG_PORT", "5432"))
 MARIADB_HOST = os.environ.get("RATCHET_TEST_MARIADB_HOST", "127.0.0.1")
 MARIADB_PORT = int(os.environ.get("RATCHET_TEST_MARIADB_PORT", "3306"))
-MONGO_URL = os.environ.get(
-    "RATCHET_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/?retryWrites=false"
-)
+MONGO_URL = os.environ.get("RATCHET_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/?retryWrites=false")
 
 SESSION_SUFFIX = uuid.uuid4().hex[:10]
 
