@@ -72,3 +72,9 @@ def test_enqueue_of_a_missing_function_names_module_and_attribute(project: Path)
     result = ratchet(project, "enqueue", "myapp.jobs:send_invoce", "1")
     assert result.returncode == 2
     assert "module 'myapp.jobs' has no attribute 'send_invoce'" in result.stderr
+
+
+def test_ratchet_tck_runs_the_compatibility_kit_command(project: Path) -> None:
+    result = ratchet(project, "tck", "report", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "--fixture" in result.stdout
