@@ -39,9 +39,17 @@ def test_bulk_insert_of_1000_jobs_uses_multi_row_statements(store: SqlJobStore) 
     with statements(store.engine) as seen:
         assert store.bulk_insert(batch) == 1000
     inserts = [s for s in _dml(seen) if s[0].lstrip().upper().startswith("INSERT")]
-    assert len(inserts) <= 4, f"{len(inserts)} INSERT executions for 1000 jobs"
-    assert all(many or "VALUES" in sql.upper() for sql, _, many in inserts)
+    if store.engine.dialect.name == "postgresql":
+        # jobs and tags go with COPY on the transaction's connection, no INSERT at all
+        assert inserts == [], [s[0][:60] for s in inserts]
+    else:
+        assert len(inserts) <= 4, f"{len(inserts)} INSERT executions for 1000 jobs"
+        assert all(many or "VALUES" in sql.upper() for sql, _, many in inserts)
+    with store.engine.connect() as conn:
+        count = sa.select(sa.func.count()).select_from(sa.table("ratchet_job_tags"))
+        assert conn.execute(count).scalar() == 2000
     assert store.find_tags(batch[500].id) == sorted(batch[500].tags)
+    assert store.find_by_id(batch[999].id) == batch[999]
 
 
 def test_claim_and_batched_completion_take_constant_statements(store: SqlJobStore) -> None:
