@@ -81,10 +81,20 @@ sa.Index(
 sa.Index("ix_ratchet_jobs_owner_status", jobs.c.owner, jobs.c.status)
 sa.Index("ix_ratchet_jobs_status_heartbeat_at", jobs.c.status, jobs.c.heartbeat_at)
 sa.Index("ix_ratchet_jobs_status_finished_at", jobs.c.status, jobs.c.finished_at)
-sa.Index("ix_ratchet_jobs_status_signal_deadline", jobs.c.status, jobs.c.signal_deadline)
-sa.Index("ix_ratchet_jobs_signal_key", jobs.c.signal_key)
-sa.Index("ix_ratchet_jobs_parent_id", jobs.c.parent_id)
-sa.Index("ix_ratchet_jobs_batch_id", jobs.c.batch_id)
+# Optional columns (NULL for most jobs): partial where supported, so inserting or moving a job
+# that does not use them writes no entry into these indexes (migration 0002).
+for _name, _columns, _column in (
+    ("ix_ratchet_jobs_status_signal_deadline", ("status", "signal_deadline"), "signal_deadline"),
+    ("ix_ratchet_jobs_signal_key", ("signal_key",), "signal_key"),
+    ("ix_ratchet_jobs_parent_id", ("parent_id",), "parent_id"),
+    ("ix_ratchet_jobs_batch_id", ("batch_id",), "batch_id"),
+):
+    sa.Index(
+        _name,
+        *(jobs.c[c] for c in _columns),
+        postgresql_where=jobs.c[_column].is_not(None),
+        sqlite_where=jobs.c[_column].is_not(None),
+    )
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)
 sa.Index("ix_ratchet_jobs_status_started_at", jobs.c.status, jobs.c.started_at)
