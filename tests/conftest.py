@@ -1,4 +1,5 @@
-"""Shared fixtures: one database per server per test session (see ``tests/servers.py``).
+"""Shared fixtures: one fresh database per server per test module (see ``tests/servers.py``),
+so that jobs one module leaves behind can never be claimed by another module's worker.
 
 ``store_url`` is parametrized over every backend (ids: sqlite, postgresql, mariadb, mongodb) so a
 test written once runs against each store; backend-specific URLs are available as
@@ -18,21 +19,21 @@ ALL_BACKENDS = ["sqlite", "postgresql", "mariadb", "mongodb"]
 SQL_BACKENDS = ["sqlite", "postgresql", "mariadb"]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     url = servers.create_postgres_database()
     yield url
     servers.drop_postgres_database(url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mariadb_url() -> Iterator[str]:
     url = servers.create_mariadb_database()
     yield url
     servers.drop_mariadb_database(url)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mongo_url() -> Iterator[str]:
     url = servers.mongo_database_url()
     yield url

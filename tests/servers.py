@@ -25,6 +25,11 @@ MONGO_URL = os.environ.get("RATCHET_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/
 SESSION_SUFFIX = uuid.uuid4().hex[:10]
 
 
+def _fresh_name() -> str:
+    """A database name unique to this session and this call (one database per test module)."""
+    return f"ratchet_test_{SESSION_SUFFIX}_{uuid.uuid4().hex[:6]}"
+
+
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -47,7 +52,7 @@ def create_postgres_database() -> str:
         unavailable("PostgreSQL", f"nothing answers on {PG_HOST}:{PG_PORT}")
     import psycopg
 
-    name = f"ratchet_test_{SESSION_SUFFIX}"
+    name = _fresh_name()
     with psycopg.connect(
         host=PG_HOST, port=PG_PORT, user="postgres", dbname="postgres", autocommit=True
     ) as conn:
@@ -71,7 +76,7 @@ def create_mariadb_database() -> str:
         unavailable("MariaDB", f"nothing answers on {MARIADB_HOST}:{MARIADB_PORT}")
     import pymysql
 
-    name = f"ratchet_test_{SESSION_SUFFIX}"
+    name = _fresh_name()
     conn = pymysql.connect(host=MARIADB_HOST, port=MARIADB_PORT, user="root", password="")
     try:
         with conn.cursor() as cur:
@@ -117,7 +122,7 @@ def mongo_database_url() -> str:
         client.close()
     base, _, query = MONGO_URL.partition("?")
     base = base.rstrip("/")
-    return f"{base}/ratchet_test_{SESSION_SUFFIX}" + (f"?{query}" if query else "")
+    return f"{base}/{_fresh_name()}" + (f"?{query}" if query else "")
 
 
 def drop_mongo_database(url: str) -> None:

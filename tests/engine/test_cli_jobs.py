@@ -96,7 +96,7 @@ def test_errors_have_clear_messages_and_exit_codes(db_url: str) -> None:
     arity = ratchet("enqueue", "tests.engine.targets:add", "1", "--url", db_url)
     assert arity.returncode == 1 and "missing a required argument" in arity.stderr
     nope = ratchet("enqueue", "tests.engine.nope:f", "--url", db_url)
-    assert nope.returncode == 1 and "cannot import module" in nope.stderr
+    assert nope.returncode == 2 and "cannot import module" in nope.stderr  # a usage error
     usage = ratchet("enqueue", "no-colon", "--url", db_url)
     assert usage.returncode == 2
     scheme = ratchet("jobs", "list", "--url", "redis://127.0.0.1/0")

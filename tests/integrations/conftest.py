@@ -9,5 +9,10 @@ import os
 
 import django
 
+_SET_HERE = "DJANGO_SETTINGS_MODULE" not in os.environ
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.integrations.django_project.settings")
 django.setup()
+if _SET_HERE:
+    # Django is configured now (pytest-django sees ``settings.configured``); keep the variable
+    # out of the environment that other tests' subprocesses (pytest runs, workers) inherit.
+    del os.environ["DJANGO_SETTINGS_MODULE"]

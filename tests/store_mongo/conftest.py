@@ -20,7 +20,7 @@ def wipe(store: MongoJobStore) -> None:
             db[f"ratchet_{spec.name}"].delete_many({})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mongo_schema(mongo_url: str) -> Iterator[str]:
     """The session database with the Ratchet schema upgraded (what ``ratchet db upgrade``
     does)."""

@@ -185,6 +185,8 @@ def test_parametrized_fixture_gets_one_report_per_parameter(tmp_path: Path) -> N
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:django",
             "--rootdir",
             str(tmp_path),
             "-c",

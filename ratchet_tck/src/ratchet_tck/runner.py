@@ -46,6 +46,10 @@ def run_contracts(
             tmp,
             "-p",
             "no:cacheprovider",
+            # Store contracts need no web framework; a pytest-django set up by the caller's
+            # process or environment must not leak into the run.
+            "-p",
+            "no:django",
             "-q",
             "--ratchet-tck-fixture",
             fixture,
