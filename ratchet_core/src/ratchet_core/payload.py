@@ -20,9 +20,13 @@ INVOCATION_FORMAT_VERSION = 1
 BACKOFF_FORMAT_VERSION = 1
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""One encoder for every call (``json.dumps`` with options builds a new one each time)."""
+
+
 def dumps_compact(value: Any) -> str:
     """Compact JSON text; ``ValueError`` for NaN or infinity, ``TypeError`` for non-JSON values."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _COMPACT.encode(value)
 
 
 def encode_invocation(inv: JobInvocation) -> str:

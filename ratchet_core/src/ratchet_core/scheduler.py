@@ -149,7 +149,9 @@ class SchedulerService:
         now = utc_now()
         items: list[Sequence[Any]] = []
         for index, args in enumerate(arg_tuples):
-            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+            if type(args) is not tuple and (  # the common case first: no ABC check
+                isinstance(args, (str, bytes)) or not isinstance(args, Sequence)
+            ):
                 raise InvalidJobError(
                     f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
                 )

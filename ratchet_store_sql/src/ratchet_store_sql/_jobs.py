@@ -4,6 +4,7 @@ nodes and tags."""
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -622,10 +623,11 @@ class JobOperations(SqlBase):
                     )
                 if existing:
                     rows = [r for r in rows if r["idempotency_key"] not in existing]
-            kept = {r["id"] for r in rows}
-            for job in jobs:
-                if job.id in kept:
-                    tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
+            if any(job.tags for job in jobs):
+                kept = {r["id"] for r in rows}
+                for job in jobs:
+                    if job.id in kept:
+                        tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
             if not rows:
                 return 0
             try:
@@ -652,14 +654,13 @@ class JobOperations(SqlBase):
         sql = f"COPY {J.name} ({', '.join(JOB_FIELDS)}) FROM STDIN"
         try:
             with driver.cursor() as cursor:
+                # Datetimes go as they are (aware UTC, checked by job_to_row): PostgreSQL reads
+                # a literal for a `timestamp without time zone` column ignoring its offset,
+                # which for UTC values is exactly the naive UTC the schema stores.
+                values = operator.itemgetter(*JOB_FIELDS)
                 with cursor.copy(sql) as copy:
                     for row in rows:
-                        copy.write_row(
-                            [
-                                v.replace(tzinfo=None) if isinstance(v, datetime) else v
-                                for v in map(row.__getitem__, JOB_FIELDS)
-                            ]
-                        )
+                        copy.write_row(values(row))
                 if tag_rows:
                     with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
                         for tag in tag_rows:
