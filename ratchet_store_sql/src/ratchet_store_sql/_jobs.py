@@ -86,6 +86,26 @@ def _pg_insert_statement(keyed: bool, tagged: bool) -> Any:
     return stmt
 
 
+@functools.cache
+def _sqlite_job_insert() -> str:
+    columns = ", ".join(JOB_FIELDS)
+    return f"INSERT INTO {J.name} ({columns}) VALUES ({', '.join('?' * len(JOB_FIELDS))})"
+
+
+def _sqlite_params(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as sqlite3 parameter tuples, each value through its column type's bind processor
+    (the conversions SQLAlchemy applies, without its per-row statement work)."""
+    processors = [J.c[f].type.bind_processor(conn.dialect) for f in JOB_FIELDS]
+    values = operator.itemgetter(*JOB_FIELDS)
+    return [
+        tuple(
+            v if p is None or v is None else p(v)
+            for p, v in zip(processors, values(r), strict=True)
+        )
+        for r in rows
+    ]
+
+
 _COMPILED: dict[tuple[int, str], str] = {}
 
 
@@ -633,6 +653,10 @@ class JobOperations(SqlBase):
             try:
                 if self._d.is_pg and self._engine.dialect.driver == "psycopg":
                     self._copy_rows(conn, rows, tag_rows)
+                elif self._d.is_sqlite:
+                    conn.exec_driver_sql(_sqlite_job_insert(), _sqlite_params(conn, rows))
+                    for part in chunks(tag_rows, 2000):
+                        conn.execute(sa.insert(T), list(part))
                 else:
                     for part in chunks(rows, 1000):
                         conn.execute(sa.insert(J), list(part))
