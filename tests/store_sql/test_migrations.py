@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -80,4 +83,47 @@ def test_missing_schema_is_a_store_error_telling_to_migrate(tmp_sqlite_url: str)
     store = SqlJobStore(tmp_sqlite_url)
     with pytest.raises(StoreError, match="ratchet db upgrade"):
         store.claim_next_batch("node", 10)
+    store.close()
+
+
+def _missing_database_url(request: pytest.FixtureRequest, backend: str) -> str:
+    if backend == "sqlite":
+        return "sqlite:////nonexistent/dir/x.db"
+    server_url = str(request.getfixturevalue(f"{backend}_url"))
+    return server_url.rsplit("/", 1)[0] + "/ratchet_no_such_database"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "mariadb"])
+@pytest.mark.parametrize(
+    "command", [("db", "upgrade"), ("db", "current"), ("db", "downgrade", "base")]
+)
+def test_db_commands_on_a_database_that_cannot_be_opened_print_one_error_line(
+    request: pytest.FixtureRequest, backend: str, command: tuple[str, ...]
+) -> None:
+    url = _missing_database_url(request, backend)
+    env = {k: v for k, v in os.environ.items() if k != "RATCHET_STORE_URL"}
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("ratchet")), *command, "--url", url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    assert url.rsplit("/", 1)[1] in lines[0]
+
+
+def test_schema_manager_raises_store_errors_for_a_file_that_cannot_be_opened() -> None:
+    store = SqlJobStore("sqlite:////nonexistent/dir/x.db")
+    manager = store.capability(SchemaManager)
+    assert manager is not None
+    with pytest.raises(StoreError, match="unable to open database file"):
+        manager.current_revision()
+    with pytest.raises(StoreError, match="unable to open database file"):
+        manager.upgrade()
     store.close()

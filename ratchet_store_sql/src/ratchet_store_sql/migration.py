@@ -10,8 +10,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from ratchet_api.errors import StoreError
 from ratchet_store_sql._engine import create_store_engine
+from ratchet_store_sql._errors import translate
 from ratchet_store_sql.schema import VERSION_TABLE
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -31,6 +31,8 @@ class SqlSchemaManager:
     """Upgrades, downgrades and reports the Ratchet schema of one database.
 
     Implements ``ratchet_api.store.SchemaManager``; every call runs in its own transaction.
+    Driver errors (a database that does not exist, an unreachable server, a file that cannot be
+    opened) are raised as ``StoreError``/``TransientStoreError``, as by the store's other methods.
     """
 
     def __init__(self, engine: sa.Engine) -> None:
@@ -46,13 +48,19 @@ class SqlSchemaManager:
 
     def current_revision(self) -> str | None:
         """The applied revision, or None when the database has no Ratchet schema."""
-        with self._engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-            return context.get_current_revision()
+        try:
+            with self._engine.connect() as conn:
+                context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+                return context.get_current_revision()
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, f"reading the schema revision of {self._where()}") from exc
 
     def head_revision(self) -> str | None:
         """The newest revision shipped with this version of the package."""
         return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+    def _where(self) -> str:
+        return self._engine.url.render_as_string(hide_password=True)
 
     def _run(self, action: object) -> None:
         assert callable(action)
@@ -60,7 +68,7 @@ class SqlSchemaManager:
             with self._engine.begin() as conn:
                 action(alembic_config(conn))
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"schema migration failed: {exc}") from exc
+            raise translate(exc, f"migrating the schema of {self._where()}") from exc
 
 
 def migrate(url_or_engine: str | sa.Engine, revision: str = "head") -> None:
