@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,6 +16,45 @@ IMMEDIATE = "ratchet_sqlite_immediate"
 
 _HOOKED = "_ratchet_sqlite_hooked"
 
+# A URL without a driver (``postgresql://``, ``mysql://``, ``mariadb://``) names SQLAlchemy's
+# default DBAPI (psycopg2, mysqlclient), which Ratchet's extras do not install. When that default
+# is missing and the extra's driver is present, the URL is given the extra's driver.
+_DEFAULT_DBAPI = {"postgresql": "psycopg2", "mysql": "MySQLdb", "mariadb": "MySQLdb"}
+_EXTRA_DRIVER = {"postgresql": "psycopg", "mysql": "pymysql", "mariadb": "pymysql"}
+_EXTRA_NAME = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def resolve_driver(url: sa.URL) -> sa.URL:
+    """``url`` with the driver of Ratchet's extra (psycopg 3, PyMySQL) when it names no driver
+    and SQLAlchemy's default DBAPI for its backend is not installed; otherwise ``url``."""
+    backend = url.get_backend_name()
+    if "+" in url.drivername or backend not in _DEFAULT_DBAPI:
+        return url
+    if _installed(_DEFAULT_DBAPI[backend]) or not _installed(_EXTRA_DRIVER[backend]):
+        return url
+    return url.set(drivername=f"{backend}+{_EXTRA_DRIVER[backend]}")
+
+
+def _driver_hint(url: sa.URL) -> str:
+    backend = url.get_backend_name()
+    extra = _EXTRA_NAME.get(backend)
+    if extra is None:
+        return ""
+    wanted = f"{backend}+{_EXTRA_DRIVER[backend]}"
+    if url.drivername == wanted:
+        return f" (install ratchet-store-sql[{extra}])"
+    return (
+        f" (Ratchet's extra ratchet-store-sql[{extra}] installs the driver of {wanted}://: "
+        f"install it and use a {wanted}:// URL)"
+    )
+
 
 def create_store_engine(
     url: str | sa.URL,
@@ -23,11 +63,16 @@ def create_store_engine(
     busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
     **engine_kwargs: Any,
 ) -> sa.Engine:
-    """An engine for ``url`` set up for Ratchet (SQLite: WAL, busy timeout, explicit BEGIN)."""
+    """An engine for ``url`` set up for Ratchet (SQLite: WAL, busy timeout, explicit BEGIN).
+
+    A URL without a driver uses the driver of Ratchet's extra when SQLAlchemy's default DBAPI
+    is missing (see :func:`resolve_driver`).
+    """
     try:
         parsed = sa.make_url(url)
     except sa.exc.ArgumentError as exc:
         raise StoreError(f"invalid database URL {url!r}: {exc}") from exc
+    parsed = resolve_driver(parsed)
     kwargs: dict[str, Any] = dict(engine_kwargs)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
@@ -44,8 +89,7 @@ def create_store_engine(
     try:
         engine = sa.create_engine(parsed, **kwargs)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        extra = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}.get(backend)
-        hint = f" (install ratchet-store-sql[{extra}])" if extra else ""
+        hint = _driver_hint(parsed)
         raise StoreError(f"cannot create an engine for {parsed!r}: {exc}{hint}") from exc
     if backend == "sqlite":
         configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
