@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ratchet_api.errors import StoreError
 from ratchet_api.model import BackoffPolicy, JobStatus, NodeIdentity
 from ratchet_api.store.protocols import JobAuditStore
 from tests.engine import targets
@@ -259,3 +260,20 @@ def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
         job = scheduler.get(job_id)
         assert job.status is JobStatus.PENDING and job.attempt == 0 and job.owner is None
     container.job_store().close()
+
+
+def test_worker_started_from_python_on_an_unmigrated_store_fails_fast(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    worker = make_worker(container)
+    threads_before = set(threading.enumerate())
+    with pytest.raises(StoreError, match=r"has no Ratchet schema yet; run `ratchet db upgrade`"):
+        worker.start()
+    assert not worker.running
+    assert set(threading.enumerate()) <= threads_before  # no poller/heartbeat left looping
+    migrate(store)
+    job_id = container.scheduler().enqueue(targets.add, 1, 2)
+    assert worker.run_until_idle(20).idle
+    assert container.scheduler().result(job_id).value == 3

@@ -88,6 +88,7 @@ from ratchet_api.store.protocols import (
 from ratchet_core.context import RunningJobContext
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
+from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
 from ratchet_core.worker.execution import (
     FINISHED,
@@ -292,9 +293,10 @@ class Worker:
             self._register_local_listener()
 
     def start(self) -> None:
-        """Run lifecycle hooks' ``before_start`` (one raising aborts the start), register the
-        node, start the threads, then ``after_start``. Raises ``SchedulerStoppedError`` after
-        ``stop``."""
+        """Check the store's schema, run lifecycle hooks' ``before_start`` (one raising aborts
+        the start), register the node, start the threads, then ``after_start``. Raises
+        ``StoreError`` (telling to run ``ratchet db upgrade``) when the store's schema is
+        missing or older than this version's, ``SchedulerStoppedError`` after ``stop``."""
         with self._lock:
             if self._state == "running":
                 return
@@ -302,6 +304,7 @@ class Worker:
                 raise SchedulerStoppedError("this worker was stopped; create a new one")
             self._state = "starting"
         try:
+            require_schema(self._store)
             for hook in self._hooks:
                 hook.before_start()
         except BaseException:
