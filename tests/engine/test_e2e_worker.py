@@ -173,8 +173,8 @@ def test_class_refused_by_a_narrower_policy_at_dispatch_goes_to_dead_letter(
 
 def test_job_context_log_lines_land_in_the_stored_job_log(engine: Any, make_worker: Any) -> None:
     audit = engine.job_store().capability(JobAuditStore)
-    if audit is None:
-        pytest.skip("store has no JobAuditStore capability (no stored job logs)")
+    # Every store of this repository keeps job logs: losing JobAuditStore is a regression.
+    assert audit is not None, "the store lost the JobAuditStore capability"
     scheduler = engine.scheduler()
     job_id = scheduler.enqueue(targets.uses_context, 21)
     make_worker(engine).run_until_idle(20)

@@ -240,8 +240,8 @@ def test_retry_sends_a_dead_letter_back_and_result_reads_the_outcome(
 
 
 def test_search_finds_jobs_by_tag(scheduler: SchedulerService, store: JobStore) -> None:
-    if store.capability(JobQueryStore) is None:
-        pytest.skip(f"{type(store).__name__} lacks the JobQueryStore capability")
+    # Every store of this repository offers JobQueryStore: losing it is a regression.
+    assert store.capability(JobQueryStore) is not None, f"{type(store).__name__} lost JobQueryStore"
     tag = unique_tag()
     ids = {scheduler.job(targets.add).args(n, n).tags(tag).enqueue() for n in range(3)}
     found = scheduler.search(JobQuery(tag=tag))
