@@ -3,7 +3,10 @@ applications type against, and ``ratchet_core`` exports what its docstring promi
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 import ratchet_core
 from ratchet_api import JobBuilder, JobScheduler
 from ratchet_core import RatchetContainer
-from ratchet_core.builder import JobBuilder as CoreJobBuilder
+from ratchet_core.builder import DefaultJobBuilder
 from ratchet_core.scheduler import SchedulerService
 
 
@@ -34,7 +37,7 @@ def _parameters(fn: Any) -> list[tuple[str, Any]]:
 
 @pytest.mark.parametrize(
     ("protocol", "implementation"),
-    [(JobScheduler, SchedulerService), (JobBuilder, CoreJobBuilder)],
+    [(JobScheduler, SchedulerService), (JobBuilder, DefaultJobBuilder)],
     ids=["JobScheduler", "JobBuilder"],
 )
 def test_engine_methods_take_the_parameters_the_protocol_declares(
@@ -62,3 +65,34 @@ def test_every_name_ratchet_core_exports_is_importable() -> None:
         assert getattr(ratchet_core, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         ratchet_core.Nope  # noqa: B018
+
+
+def _public_classes(package_name: str) -> Iterator[tuple[str, str]]:
+    package = importlib.import_module(package_name)
+    names = [package_name] + [
+        info.name
+        for info in pkgutil.walk_packages(package.__path__, f"{package_name}.")
+        # Alembic scripts run only inside a migration; Django's modules need configured settings
+        # (and its management commands must all be called ``Command``).
+        if ".migrations" not in info.name and ".contrib.django" not in info.name
+    ]
+    for name in names:
+        module = importlib.import_module(name)
+        for attr, value in vars(module).items():
+            if inspect.isclass(value) and value.__module__ == name and not attr.startswith("_"):
+                yield attr, f"{name}.{value.__qualname__}"
+
+
+def test_no_two_public_classes_share_a_name_across_the_distributions() -> None:
+    owners: dict[str, set[str]] = {}
+    for package_name in (
+        "ratchet_api",
+        "ratchet_core",
+        "ratchet_store_sql",
+        "ratchet_store_mongo",
+        "ratchet_tck",
+    ):
+        for attr, where in _public_classes(package_name):
+            owners.setdefault(attr, set()).add(where)
+    shared = {name: sorted(where) for name, where in owners.items() if len(where) > 1}
+    assert not shared, f"classes sharing a name (STYLE: never two classes with one name): {shared}"

@@ -142,7 +142,7 @@ def check_at(value: Any) -> datetime:
     return value.astimezone(UTC)
 
 
-class JobBuilder:
+class DefaultJobBuilder:
     """Collects a job's target, arguments and options; ``enqueue()`` creates it."""
 
     def __init__(
@@ -159,60 +159,60 @@ class JobBuilder:
         self._options = JobOptions()
         self._used = False
 
-    def args(self, *args: Any) -> JobBuilder:
+    def args(self, *args: Any) -> DefaultJobBuilder:
         """Positional arguments of the target (replaces earlier ones)."""
         self._require_target("args")
         self._args = args
         return self
 
-    def kwargs(self, **kwargs: Any) -> JobBuilder:
+    def kwargs(self, **kwargs: Any) -> DefaultJobBuilder:
         """Keyword arguments of the target (merged with earlier ones)."""
         self._require_target("kwargs")
         self._kwargs.update(kwargs)
         return self
 
-    def priority(self, priority: JobPriority | int | str) -> JobBuilder:
+    def priority(self, priority: JobPriority | int | str) -> DefaultJobBuilder:
         self._options.priority = parse_priority(priority)
         return self
 
-    def tags(self, *tags: str) -> JobBuilder:
+    def tags(self, *tags: str) -> DefaultJobBuilder:
         """Tags to find the job by (added to earlier ones; each at most 128 characters)."""
         self._options.tags = check_tags(self._options.tags + tuple(tags))
         return self
 
-    def max_retries(self, retries: int) -> JobBuilder:
+    def max_retries(self, retries: int) -> DefaultJobBuilder:
         """Retries after the first attempt before the job goes to the dead letter (0 = none)."""
         self._options.max_retries = check_max_retries(retries)
         return self
 
-    def backoff(self, policy: BackoffPolicy | float | timedelta | None) -> JobBuilder:
+    def backoff(self, policy: BackoffPolicy | float | timedelta | None) -> DefaultJobBuilder:
         """Delay between attempts: a ``BackoffPolicy`` or a fixed delay in seconds."""
         self._options.backoff = check_backoff(policy)
         return self
 
-    def idempotency_key(self, key: str) -> JobBuilder:
+    def idempotency_key(self, key: str) -> DefaultJobBuilder:
         """Enqueueing again with the same key returns the first job's id (no second job)."""
         self._options.idempotency_key = check_key("idempotency_key", key)
         return self
 
-    def execution_target(self, label: str) -> JobBuilder:
+    def execution_target(self, label: str) -> DefaultJobBuilder:
         """Only workers serving this execution target claim the job."""
         self._options.execution_target = check_key("execution_target", label)
         return self
 
-    def delay(self, delay: float | timedelta) -> JobBuilder:
+    def delay(self, delay: float | timedelta) -> DefaultJobBuilder:
         """Run no earlier than ``delay`` (seconds or a timedelta) from now."""
         self._options.delay = check_delay(delay)
         self._options.run_at = None
         return self
 
-    def at(self, when: datetime) -> JobBuilder:
+    def at(self, when: datetime) -> DefaultJobBuilder:
         """Run no earlier than ``when`` (timezone-aware)."""
         self._options.run_at = check_at(when)
         self._options.delay = None
         return self
 
-    def transaction(self, transaction: object | None) -> JobBuilder:
+    def transaction(self, transaction: object | None) -> DefaultJobBuilder:
         """Write the job inside the caller's open transaction (a SQLAlchemy ``Connection`` or
         ``Session``, a pymongo ``ClientSession``): rollback removes it, wake-ups wait for commit."""
         self._options.transaction = transaction
@@ -222,7 +222,7 @@ class JobBuilder:
         """Validate the target and arguments and store the job; returns its id (the first job's
         id when the idempotency key was used before)."""
         if self._used:
-            raise InvalidJobError("this JobBuilder was already enqueued; start a new one")
+            raise InvalidJobError("this job builder was already enqueued; start a new one")
         self._used = True
         if self._invocation is not None:
             return self._scheduler._submit_invocation(self._invocation, self._options)
@@ -234,4 +234,4 @@ class JobBuilder:
             raise _bad(option, "the arguments of a prepared JobInvocation cannot be changed")
 
 
-__all__ = ["JobBuilder", "JobOptions", "parse_priority"]
+__all__ = ["DefaultJobBuilder", "JobOptions", "parse_priority"]

@@ -41,7 +41,7 @@ from ratchet_api.spi.runtime import (
 )
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
-from ratchet_core.builder import JobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
@@ -91,14 +91,14 @@ class SchedulerService:
 
     # ------------------------------------------------------------ creating jobs
 
-    def job(self, fn: Callable[..., Any], /) -> JobBuilder:
+    def job(self, fn: Callable[..., Any], /) -> DefaultJobBuilder:
         """A fluent builder for a job running ``fn`` (see :mod:`ratchet_core.builder`)."""
-        return JobBuilder(self, target=fn)
+        return DefaultJobBuilder(self, target=fn)
 
-    def invocation_job(self, invocation: JobInvocation, /) -> JobBuilder:
+    def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
         same validation, options and wake-ups as ``job``)."""
-        return JobBuilder(self, invocation=invocation)
+        return DefaultJobBuilder(self, invocation=invocation)
 
     def enqueue(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> UUID:
         """Run ``fn(*args, **kwargs)`` as soon as a worker is free; returns the job id."""
