@@ -5,6 +5,8 @@ The session databases are shared, so each test selects its own jobs by id.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import threading
 import time
 import uuid
@@ -277,3 +279,53 @@ def test_worker_started_from_python_on_an_unmigrated_store_fails_fast(
     job_id = container.scheduler().enqueue(targets.add, 1, 2)
     assert worker.run_until_idle(20).idle
     assert container.scheduler().result(job_id).value == 3
+
+
+ROLLING_MODULE = "rolling_deploy_jobs"
+ROLLING_SOURCE = "def double(x: int) -> int:\n    return 2 * x\n"
+
+
+def _wait_for(condition: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_job_whose_module_is_missing_on_the_worker_is_retried_until_the_module_appears(
+    sqlite_url: str, tmp_path: Any, make_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rolling deploy: the application (new code) enqueues, an old worker lacks the module.
+    code_dir = tmp_path / "deployed"
+    code_dir.mkdir()
+    module_file = code_dir / f"{ROLLING_MODULE}.py"
+    module_file.write_text(ROLLING_SOURCE)
+    monkeypatch.syspath_prepend(str(code_dir))
+    monkeypatch.delitem(sys.modules, ROLLING_MODULE, raising=False)
+    allowed = {"security.allowed_packages": f"tests.,{ROLLING_MODULE}"}
+    app = build_container(sqlite_url, **allowed)
+    migrate(app.job_store())
+    module = importlib.import_module(ROLLING_MODULE)
+    job_id = app.scheduler().job(module.double).args(21).backoff(BackoffPolicy.fixed(1.0)).enqueue()
+
+    module_file.unlink()
+    del sys.modules[ROLLING_MODULE]
+    importlib.invalidate_caches()
+    worker_container = build_container(sqlite_url, **allowed)
+    worker = make_worker(worker_container)
+    scheduler = worker_container.scheduler()
+    worker.start()
+    _wait_for(lambda: scheduler.get(job_id).attempt == 1 and worker.stats.retried == 1)
+    first = scheduler.get(job_id)
+    assert first.status is JobStatus.PENDING  # a failed attempt, not the dead letter
+    assert f"module {ROLLING_MODULE} cannot be imported" in (first.last_error or "")
+    assert first.scheduled_at >= first.updated_at + timedelta(seconds=0.9)  # after the backoff
+
+    module_file.write_text(ROLLING_SOURCE)  # the new code reaches the worker's machine
+    _wait_for(lambda: scheduler.get(job_id).status is JobStatus.SUCCEEDED)
+    job = scheduler.get(job_id)
+    assert job.attempt == 2
+    assert scheduler.result(job_id).value == 42
+    worker.stop(timeout=5)
+    app.job_store().close()
+    worker_container.job_store().close()

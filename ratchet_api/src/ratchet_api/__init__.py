@@ -21,6 +21,7 @@ from ratchet_api.errors import (
     SchedulerStoppedError,
     StoreDataError,
     StoreError,
+    TargetNotImportableError,
     TransientStoreError,
     UnsupportedCapabilityError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "StateWriteResult",
     "StoreDataError",
     "StoreError",
+    "TargetNotImportableError",
     "TransientStoreError",
     "UnsupportedCapabilityError",
     "VersionedState",

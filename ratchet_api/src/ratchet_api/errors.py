@@ -60,6 +60,13 @@ class InvalidTargetError(InvalidJobError):
     """The job target is not an importable, public function or method (lambda, closure, ...)."""
 
 
+class TargetNotImportableError(InvalidTargetError):
+    """The job target cannot be imported in this process: its module is missing or fails to
+    import, or it has no such attribute. Refused at enqueue like any ``InvalidTargetError``; at
+    dispatch it is a failed attempt, retried with backoff (a worker with older code during a
+    rolling deploy), not a security refusal."""
+
+
 class ClassNotAllowedError(RatchetError, PermissionError):
     """The ``ClassPolicy`` refused a class named by a job target or payload."""
 
@@ -157,6 +164,7 @@ __all__ = [
     "InvalidJobError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
+    "TargetNotImportableError",
     "JobNotFoundError",
     "NonConformingAlternativeError",
     "PayloadError",

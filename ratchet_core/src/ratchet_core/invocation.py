@@ -32,6 +32,7 @@ from ratchet_api.errors import (
     InvalidJobError,
     InvalidTargetError,
     PayloadError,
+    TargetNotImportableError,
 )
 from ratchet_api.model import CircuitBreakerExceptionFilter, JobInvocation, LambdaDescriptor
 from ratchet_api.scheduler import JobContext
@@ -131,6 +132,20 @@ class _TargetInfo:
 
 def _refuse(target: str, why: str) -> InvalidTargetError:
     return InvalidTargetError(f"job target {target} is refused: {why}")
+
+
+def _not_importable(target: str, why: str) -> TargetNotImportableError:
+    return TargetNotImportableError(f"job target {target} is refused: {why}")
+
+
+def _import_module(module: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        # The finders cache directory listings: a module deployed since the last attempt is
+        # found only once the caches are dropped.
+        importlib.invalidate_caches()
+        return importlib.import_module(module)
 
 
 def _describe(fn: Any) -> str:
@@ -277,20 +292,23 @@ class DefaultJobInvocationResolver:
         return self._inspect(module, qualname, expected=function, name=name)
 
     def _import(self, module: str, qualname: str, name: str) -> tuple[Any, Any]:
-        """(owner or module, attribute) by name; InvalidTargetError if it cannot be found."""
+        """(owner or module, attribute) by name; ``TargetNotImportableError`` if it cannot be
+        found (a missing module, a module that fails to import, a missing attribute)."""
         try:
-            holder: Any = importlib.import_module(module)
-        except Exception as exc:  # any import failure makes the target unusable
-            raise _refuse(name, f"module {module} cannot be imported ({exc!r})") from exc
+            holder: Any = _import_module(module)
+        except Exception as exc:  # any import failure makes the target unusable here
+            raise _not_importable(name, f"module {module} cannot be imported ({exc!r})") from exc
         parts = qualname.split(".")
         for part in parts[:-1]:
             holder = getattr(holder, part, None)
             if not inspect.isclass(holder):
-                raise _refuse(name, f"{module}.{qualname} cannot be found by importing {module}")
+                raise _not_importable(
+                    name, f"{module}.{qualname} cannot be found by importing {module}"
+                )
         try:
             static_attr = inspect.getattr_static(holder, parts[-1])
         except AttributeError:
-            raise _refuse(
+            raise _not_importable(
                 name, f"{module} has no attribute {qualname}: the worker cannot import it"
             ) from None
         return holder, static_attr
@@ -483,7 +501,8 @@ class DefaultJobInvocationResolver:
         """Locate the stored target again and repeat the security checks: importable, public,
         not a lambda or nested function, allowed by the ``ClassPolicy`` (target, owner class,
         classes of the hints), static flag and parameter list as recorded at enqueue. Raises
-        ``InvalidTargetError`` or ``ClassNotAllowedError``."""
+        ``TargetNotImportableError`` when the target cannot be imported here (the worker retries
+        it), other ``InvalidTargetError``s or ``ClassNotAllowedError`` for refusals."""
         name = invocation.target
         key = (invocation.module, invocation.qualname, invocation.static)
         with self._lock:

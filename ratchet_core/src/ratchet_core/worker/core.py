@@ -7,7 +7,9 @@ Threads of one worker:
   adaptive delay when the queue is empty, and is woken early by local enqueues
   (``SchedulerService.add_local_wakeup_listener``) and by other nodes (``ClusterCoordinator``);
   for each claimed job it decodes the invocation and repeats the security checks
-  (``resolver.load``) before anything runs; a refused job goes to the dead letter with the reason;
+  (``resolver.load``) before anything runs; a refused job goes to the dead letter with the reason,
+  while a target that cannot be imported (``TargetNotImportableError``: a worker with older code
+  during a rolling deploy) is a failed attempt, retried with backoff like any other failure;
 * the **job threads** of the ``ExecutorProvider``'s pool run ``def`` targets; ``async def``
   targets run on one asyncio event loop in a dedicated thread. Concurrency is limited per
   execution type (``sync``, ``async`` or the job's execution target label) through the
@@ -46,6 +48,7 @@ from ratchet_api.errors import (
     PayloadError,
     SchedulerStoppedError,
     StoreError,
+    TargetNotImportableError,
 )
 from ratchet_api.model import (
     BackoffPolicy,
@@ -602,6 +605,9 @@ class Worker:
             self._active += 1
         self._counters.add("claimed")
         refusal = self._prepare(job)
+        if isinstance(refusal, TargetNotImportableError):
+            self._fail_unstarted(job, refusal)
+            return
         if refusal is not None:
             self._dead_letter_unstarted(job, refusal)
             return
@@ -620,8 +626,9 @@ class Worker:
             gate.running += 1
         self._submit(job)
 
-    def _prepare(self, job: ClaimedJob) -> str | None:
-        """Decode and re-check the job; the reason it must not run, or None."""
+    def _prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
+        """Decode and re-check the job; the reason it must not run (a target that cannot be
+        imported here: the error, to be retried), or None."""
         entity = job.entity
         if entity.attempt > entity.max_retries + 1:
             return (
@@ -631,6 +638,8 @@ class Worker:
         try:
             invocation = decode_invocation(entity.payload, entity.id)
             loaded = self._resolver.load(invocation)
+        except TargetNotImportableError as exc:
+            return exc
         except _REFUSED as exc:
             return f"refused at dispatch: {self._sanitizer.sanitize(exc)}"
         except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
@@ -859,6 +868,16 @@ class Worker:
                 cause=exc,
             )
             delay = decision.delay
+        self._write_failure(job, message, delay, elapsed)
+        with self._lock:
+            self._owned.pop(entity.id, None)
+        self._release_slot(job)
+
+    def _write_failure(
+        self, job: ClaimedJob, message: str, delay: timedelta | None, elapsed: int
+    ) -> None:
+        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim."""
+        entity = job.entity
         if delay is not None:
             run_at = self._now() + delay
             applied = self._write(
@@ -885,9 +904,6 @@ class Worker:
                 entity.id,
                 entity.attempt,
             )
-        with self._lock:
-            self._owned.pop(entity.id, None)
-        self._release_slot(job)
 
     def _backoff(self, entity: JobEntity) -> BackoffPolicy | None:
         try:
@@ -946,6 +962,31 @@ class Worker:
             self._store_timing(operation, "success", started)
             return result
         return None
+
+    def _fail_unstarted(self, job: ClaimedJob, exc: TargetNotImportableError) -> None:
+        """A job whose target cannot be imported here: a failed attempt, retried with backoff
+        while the ``RetryPolicy`` allows (newer code may be deployed by then)."""
+        entity = job.entity
+        message = self._sanitizer.sanitize(exc)
+        job.state = FINISHED
+        self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
+        _log.warning(
+            "job %s (%s): attempt %d failed: %s", entity.id, entity.target, entity.attempt, message
+        )
+        decision = decide_retry(
+            self._retry_policy,
+            attempt=entity.attempt,
+            max_retries=entity.max_retries,
+            backoff=self._backoff(entity),
+            cause=exc,
+        )
+        self._write_failure(job, message, decision.delay, 0)
+        with self._lock:
+            self._owned.pop(entity.id, None)
+            self._active -= 1
+            self._idle_cond.notify_all()
+        if self._slot_waiting:
+            self._wake.set()
 
     def _dead_letter_unstarted(self, job: ClaimedJob, reason: str) -> None:
         entity = job.entity
