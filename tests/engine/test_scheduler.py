@@ -267,3 +267,31 @@ def test_job_ids_are_time_ordered(scheduler: SchedulerService) -> None:
     first = scheduler.enqueue(targets.add, 1, 2)
     second = scheduler.enqueue(targets.add, 1, 2)
     assert isinstance(first, UUID) and first.version == 7 and first < second
+
+
+def test_argument_values_that_do_not_fit_the_type_hints_are_refused_at_enqueue(
+    scheduler: SchedulerService,
+) -> None:
+    tag = unique_tag()
+    with pytest.raises(InvalidJobError, match=r"tests\.engine\.targets:add: argument 'a' .* int"):
+        scheduler.job(targets.add).args("abc", 2).tags(tag).enqueue()
+    with pytest.raises(InvalidJobError, match=r"argument 'b' .* int"):
+        scheduler.job(targets.add).kwargs(a=1, b=[3]).tags(tag).enqueue()
+    not_a_shipment = {"order": {"id": 1, "item": "x", "price": "1"}, "shipped_at": "soon"}
+    with pytest.raises(InvalidJobError, match=r"targets:ship: argument 'shipment'"):
+        scheduler.job(targets.ship).args(not_a_shipment).tags(tag).enqueue()
+    with pytest.raises(InvalidJobError, match=r"item 1: .*argument 'b' .* int"):
+        scheduler.enqueue_many(targets.add, [(1, 2), (1, "x")])
+    assert scheduler.search(JobQuery(tag=tag)) == []
+
+
+def test_unhinted_and_any_arguments_and_fitting_values_are_accepted(
+    scheduler: SchedulerService,
+) -> None:
+    for job_id in (
+        scheduler.enqueue(targets.echo, "abc"),
+        scheduler.enqueue(targets.echo_any, {"any": ["thing"]}),
+        scheduler.enqueue(targets.greet, "Ann", punctuation="?"),
+        scheduler.enqueue(targets.add, 1, True),  # bool is an int, as for type checkers
+    ):
+        assert scheduler.get(job_id).status is JobStatus.PENDING

@@ -129,6 +129,29 @@ class _TargetInfo:
     def positional_names(self, count: int) -> list[str]:
         return _positional_names(self.binding_parameters, count)
 
+    @functools.cached_property
+    def checked_hints(self) -> dict[str, Any]:
+        """Declared types that enqueue checks argument values against, by parameter name
+        (``"*"``/``"**"`` for the items of ``*args``/``**kwargs``); unhinted and ``Any``
+        parameters are not checked."""
+        hints: dict[str, Any] = {}
+        for param in self.binding_parameters:
+            hint = self.hints.get(param.name, Any)
+            if hint is Any:
+                continue
+            if param.kind is param.VAR_POSITIONAL:
+                hints["*"] = hint
+            elif param.kind is param.VAR_KEYWORD:
+                hints["**"] = hint
+            else:
+                hints[param.name] = hint
+        return hints
+
+    @functools.cached_property
+    def named_parameters(self) -> frozenset[str]:
+        kinds = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        return frozenset(p.name for p in self.binding_parameters if p.kind not in kinds)
+
 
 def _refuse(target: str, why: str) -> InvalidTargetError:
     return InvalidTargetError(f"job target {target} is refused: {why}")
@@ -464,6 +487,16 @@ class DefaultJobInvocationResolver:
         names = info.positional_names(len(args))
         json_args = tuple(self._convert(info, names[i], value) for i, value in enumerate(args))
         json_kwargs = {key: self._convert(info, key, value) for key, value in kwargs.items()}
+        hints = info.checked_hints
+        if hints:
+            for name, raw in zip(names, json_args, strict=False):
+                hint = hints.get("*" if name.startswith("*") else name)
+                if hint is not None:
+                    self._check_restorable(info, name, raw, hint)
+            for key, raw in json_kwargs.items():
+                hint = hints.get(key) if key in info.named_parameters else hints.get("**")
+                if hint is not None:
+                    self._check_restorable(info, key, raw, hint)
         return JobInvocation(
             module=info.module,
             qualname=info.qualname,
@@ -478,6 +511,27 @@ class DefaultJobInvocationResolver:
             return self._serializer.to_json_value(value)
         except PayloadError as exc:
             raise PayloadError(f"argument {param!r} of job target {info.target}: {exc}") from exc
+
+    def _check_restorable(self, info: _TargetInfo, param: str, raw: Any, hint: Any) -> None:
+        """Restore ``raw`` as the worker will: a value that does not fit the declared type is
+        refused now rather than failing every attempt in a worker."""
+        try:
+            self._serializer.from_json_value(raw, hint)
+        except ClassNotAllowedError:
+            raise
+        except (PayloadError, ValueError, TypeError) as exc:
+            raise InvalidJobError(
+                f"cannot enqueue {info.target}: argument {param!r} does not fit its declared "
+                f"type {_annotation_text(hint)}: {exc}"
+            ) from exc
+        # JSON scalars are handed to the target as they are (nothing to restore), so the
+        # serializer accepts any of them: check their JSON type against a scalar hint here.
+        expected = _scalar_types(hint)
+        if expected is not None and not _is_scalar_of(raw, expected):
+            raise InvalidJobError(
+                f"cannot enqueue {info.target}: argument {param!r} does not fit its declared "
+                f"type {_annotation_text(hint)}: got {type(raw).__name__} {raw!r}"
+            )
 
     def _validate_owner(self, info: _TargetInfo) -> None:
         assert info.owner is not None
@@ -609,6 +663,32 @@ class DefaultJobInvocationResolver:
             raise
         except (PayloadError, ValueError, TypeError) as exc:
             raise PayloadError(f"argument {param!r} of job target {loaded.target}: {exc}") from exc
+
+
+_SCALARS = (bool, int, float, str)
+
+
+def _scalar_types(hint: Any) -> tuple[Any, ...] | None:
+    """The scalar types (and ``None``) a hint of only ``bool``/``int``/``float``/``str``
+    members (``Optional`` and unions of them included) admits; None for any other hint."""
+    if hint in _SCALARS:
+        return (hint,)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        members = typing.get_args(hint)
+        if all(m in _SCALARS or m is type(None) for m in members):
+            return tuple(None if m is type(None) else m for m in members)
+    return None
+
+
+def _is_scalar_of(raw: Any, expected: tuple[Any, ...]) -> bool:
+    # bool is an int (as for the type checkers) and an int is accepted where a float is declared
+    for kind in expected:
+        if kind is None:
+            if raw is None:
+                return True
+        elif isinstance(raw, (int, float) if kind is float else kind):
+            return True
+    return False
 
 
 def _positional_names(params: Sequence[inspect.Parameter], count: int) -> list[str]:
