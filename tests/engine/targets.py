@@ -211,3 +211,17 @@ async def async_overlap(key: str, value: int, ms: int) -> int:
     await asyncio.sleep(ms / 1000)
     ASYNC_RUNNING[key] -= 1
     return value
+
+
+def exits(code: int) -> None:
+    """Calls ``sys.exit`` as scripts (and click/argparse code) do: a ``BaseException``."""
+    import sys
+
+    sys.exit(code)
+
+
+async def async_cancelled() -> None:
+    """Raises ``asyncio.CancelledError`` from inside the job (an awaited task was cancelled)."""
+    task = asyncio.ensure_future(asyncio.sleep(10))
+    task.cancel()
+    await task

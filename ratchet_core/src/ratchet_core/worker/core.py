@@ -112,6 +112,11 @@ _REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
 
 _WRITE_TRIES = 4
 
+_JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
+"""What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
+``CancelledError`` escaping a coroutine are failed attempts, never a job left RUNNING with its
+slot taken. (``GeneratorExit`` is left alone: it closes an abandoned coroutine.)"""
+
 
 @attrs.define
 class _Gate:
@@ -759,7 +764,7 @@ class Worker:
             finally:
                 if bean is not None:
                     bean.close()
-        except Exception as exc:  # noqa: BLE001 - every job error goes through the retry path
+        except _JOB_ERRORS as exc:  # every job error goes through the retry path
             self._finish_failure(job, exc, lazy)
         else:
             self._finish_success(job, result, lazy)
@@ -784,7 +789,7 @@ class Worker:
             finally:
                 if bean is not None:
                     bean.close()
-        except Exception as exc:  # noqa: BLE001 - every job error goes through the retry path
+        except _JOB_ERRORS as exc:  # every job error goes through the retry path
             self._finish_failure(job, exc, lazy)
         else:
             self._finish_success(job, result, lazy)
