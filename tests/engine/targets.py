@@ -225,3 +225,23 @@ async def async_cancelled() -> None:
     task = asyncio.ensure_future(asyncio.sleep(10))
     task.cancel()
     await task
+
+
+RUNS: dict[str, int] = {}
+
+
+def first_gated_then_slow(key: str, slow_ms: int) -> int:
+    """The first call for ``key`` blocks until ``GATES[key]`` is set (at most 30 s); later
+    calls sleep ``slow_ms``. Returns the call's number (``RUNS[key]`` counts the calls)."""
+    import time
+
+    with _CALLS_LOCK:
+        RUNS[key] = number = RUNS.get(key, 0) + 1
+        started = STARTED.setdefault(key, threading.Event())
+        release = GATES.setdefault(key, threading.Event())
+    if number == 1:
+        started.set()
+        release.wait(30)
+    else:
+        time.sleep(slow_ms / 1000)
+    return number

@@ -3,10 +3,14 @@ job reaches an outcome and the worker keeps claiming."""
 
 from __future__ import annotations
 
+import threading
+import uuid
 from typing import Any
 
 from ratchet_api.model import JobStatus
 from tests.engine import targets
+from tests.engine.conftest import build_container, migrate
+from tests.engine.test_e2e_worker import status_of, wait_for
 
 
 def test_job_raising_system_exit_or_cancelled_error_is_a_failed_attempt_not_a_stuck_job(
@@ -26,3 +30,38 @@ def test_job_raising_system_exit_or_cancelled_error_is_a_failed_attempt_not_a_st
     assert gone.status is JobStatus.FAILED
     assert "CancelledError" in (gone.last_error or "")
     assert scheduler.result(after).value == 3
+
+
+def test_stale_completion_of_an_earlier_claim_leaves_the_newer_claim_of_the_same_job_owned(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    # Another node's recovery sweep judged this node dead while it ran the job (a long stall):
+    # the job went back to pending and this same node claimed it again. When the first run
+    # ends, its refused completion must not make the worker forget the second claim (which
+    # would stop its heartbeats and let recovery take the running job away a second time).
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+    key = f"reclaimed-{uuid.uuid4()}"
+    with targets._CALLS_LOCK:
+        started = targets.STARTED.setdefault(key, threading.Event())
+        release = targets.GATES.setdefault(key, threading.Event())
+    scheduler = container.scheduler()
+    job_id = scheduler.job(targets.first_gated_then_slow).args(key, 4000).max_retries(5).enqueue()
+    worker = make_worker(container)
+    worker.start()
+    try:
+        assert started.wait(10)
+        assert store.reset_orphan_jobs([worker.node_id]) == 1
+        assert wait_for(lambda: targets.RUNS.get(key) == 2)
+        release.set()
+        assert wait_for(lambda: status_of(container, job_id) is JobStatus.SUCCEEDED, 20)
+        job = scheduler.get(job_id)
+        assert job.attempt == 2
+        assert scheduler.result(job_id).value == 2
+        assert targets.RUNS[key] == 2
+        assert worker.stats.stale == 1
+    finally:
+        release.set()
+        worker.stop(timeout=10)
+        store.close()

@@ -833,7 +833,7 @@ class Worker:
         stale = [i.completion.job_id for i in batch if i.completion.job_id not in applied]
         with self._lock:
             for item in batch:
-                self._owned.pop(item.completion.job_id, None)
+                self._disown(item.token)
             self._idle_cond.notify_all()
         self._counters.add("succeeded", len(batch) - len(stale))
         if stale:
@@ -875,7 +875,7 @@ class Worker:
             delay = decision.delay
         self._write_failure(job, message, delay, elapsed)
         with self._lock:
-            self._owned.pop(entity.id, None)
+            self._disown(job)
         self._release_slot(job)
 
     def _write_failure(
@@ -987,7 +987,7 @@ class Worker:
         )
         self._write_failure(job, message, decision.delay, 0)
         with self._lock:
-            self._owned.pop(entity.id, None)
+            self._disown(job)
             self._active -= 1
             self._idle_cond.notify_all()
         if self._slot_waiting:
@@ -1005,7 +1005,7 @@ class Worker:
         )
         self._counters.add("failed" if applied else "stale")
         with self._lock:
-            self._owned.pop(entity.id, None)
+            self._disown(job)
             self._active -= 1
             self._idle_cond.notify_all()
         if self._slot_waiting:
@@ -1047,7 +1047,7 @@ class Worker:
                 entity.id,
             )
             with self._lock:
-                self._owned.pop(entity.id, None)
+                self._disown(job)
                 self._active -= 1
                 self._idle_cond.notify_all()
             if applied:
@@ -1069,6 +1069,13 @@ class Worker:
             _log.warning("job %s was still running at shutdown; put back to pending", entity.id)
 
     # ================================================================ misc
+
+    def _disown(self, job: ClaimedJob) -> None:
+        """Forget ``job`` (call with the lock held) unless the job was claimed again since:
+        a newer claim of the same job by this node (it was recovered as ours while it ran)
+        stays owned and heartbeated."""
+        if self._owned.get(job.entity.id) is job:
+            del self._owned[job.entity.id]
 
     def _owned_ids(self) -> list[UUID]:
         with self._lock:
