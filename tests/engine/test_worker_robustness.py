@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
-from ratchet_api.model import JobStatus
+import pytest
+
+from ratchet_api.model import JobStatus, PollingConfig
+from ratchet_api.spi import PollingDelayStrategy
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_e2e_worker import status_of, wait_for
+from tests.engine.worker_fixtures import fast_settings
 
 
 def test_job_raising_system_exit_or_cancelled_error_is_a_failed_attempt_not_a_stuck_job(
@@ -64,4 +69,47 @@ def test_stale_completion_of_an_earlier_claim_leaves_the_newer_claim_of_the_same
     finally:
         release.set()
         worker.stop(timeout=10)
+        store.close()
+
+
+class _StrategyFailingOnce:
+    """A user's polling strategy with a bug that raises once (after an empty poll)."""
+
+    def __init__(self) -> None:
+        self.raised = threading.Event()
+
+    def next_delay(self, claimed: int, capacity: int) -> timedelta:
+        if not self.raised.is_set():
+            self.raised.set()
+            raise RuntimeError("bug in a custom polling strategy")
+        return timedelta(milliseconds=10)
+
+    def reset(self) -> None:
+        pass
+
+
+class _FailingOnceProvider:
+    def __init__(self) -> None:
+        self.strategy = _StrategyFailingOnce()
+
+    def create(self, config: PollingConfig) -> PollingDelayStrategy:
+        return self.strategy
+
+
+def test_poller_survives_an_exception_of_a_pluggable_part_and_keeps_claiming(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+    provider = _FailingOnceProvider()
+    worker = container.worker(worker_settings=fast_settings(), polling=provider)
+    worker.start()
+    try:
+        assert provider.strategy.raised.wait(10)
+        job_id = container.scheduler().enqueue(targets.add, 20, 22)
+        assert wait_for(lambda: status_of(container, job_id) is JobStatus.SUCCEEDED, 10)
+        assert "bug in a custom polling strategy" in caplog.text
+    finally:
+        worker.stop(timeout=5)
         store.close()

@@ -537,6 +537,17 @@ class Worker:
     # ================================================================ poller
 
     def _poll_loop(self) -> None:
+        # An unexpected error (a pluggable part's bug) must not end claiming silently while
+        # the worker still reports itself running: log it and poll again after a pause.
+        while not self._stopping:
+            try:
+                self._poll()
+            except Exception:  # noqa: BLE001 - the poller must survive anything
+                _log.exception("worker %s: the poller failed; polling again in 1s", self.node_id)
+                if self._wake.wait(1.0):
+                    self._wake.clear()
+
+    def _poll(self) -> None:
         strategy = self._polling.create(self.settings.polling)
         batch = self.settings.claim_batch_size
         max_wait = self.settings.polling.max_interval.total_seconds()
