@@ -172,6 +172,54 @@ def test_threads_claiming_together_get_each_job_exactly_once(mongo_store: MongoJ
     assert all(j.started_at == j.heartbeat_at for j in claimed)
 
 
+class _DropsAfter:
+    """A jobs collection whose find_one_and_update fails, as a dropped connection does, from
+    its ``n``-th call on; everything else goes to the real collection."""
+
+    def __init__(self, real: pymongo.collection.Collection[dict[str, Any]], n: int) -> None:
+        self._real, self._left = real, n
+
+    def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+        self._left -= 1
+        if self._left <= 0:
+            raise pymongo.errors.AutoReconnect("connection closed")
+        return self._real.find_one_and_update(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+class _FlakyClaimStore(MongoJobStore):
+    # A connection dropping in the middle of one claim cannot be produced on demand against
+    # the real server, so the n-th find_one_and_update raises the driver's AutoReconnect.
+    fail_at = 3
+
+    @property
+    def _jobs(self) -> Any:
+        if not hasattr(self, "_flaky"):
+            self._flaky = _DropsAfter(self._col("jobs"), self.fail_at)
+        return self._flaky
+
+
+def test_a_claim_failing_midway_returns_the_jobs_it_already_claimed(
+    mongo_store: MongoJobStore, mongo_schema: str
+) -> None:
+    jobs = [due_job(scheduled_at=datetime.now(UTC) - timedelta(seconds=60 - i)) for i in range(5)]
+    mongo_store.bulk_insert(jobs)
+    flaky = _FlakyClaimStore(mongo_schema)
+    try:
+        claimed = flaky.claim_next_batch("node-a", 5)
+        assert [j.id for j in claimed] == [jobs[0].id, jobs[1].id]
+        with pytest.raises(TransientStoreError):  # nothing claimed before the failure
+            flaky.claim_next_batch("node-a", 5)
+    finally:
+        flaky.close()
+    running = {d["_id"] for d in raw_jobs(mongo_store).find({"status": "RUNNING"})}
+    assert running == {jobs[0].id, jobs[1].id}
+    rest = mongo_store.claim_next_batch("node-b", 5)
+    assert [j.id for j in rest] == [j.id for j in jobs[2:]]
+
+
 def test_mark_succeeded_many_reports_only_the_fenced_writes_that_applied(
     mongo_store: MongoJobStore,
 ) -> None:

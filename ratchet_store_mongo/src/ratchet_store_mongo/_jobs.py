@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
@@ -9,7 +10,7 @@ from uuid import UUID
 import attrs
 from pymongo import ASCENDING, DESCENDING, ReturnDocument, UpdateOne
 from pymongo.client_session import ClientSession
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.ids import uuid7
@@ -30,6 +31,8 @@ CLAIM_SORT = [("priority", DESCENDING), ("scheduled_at", ASCENDING), ("_id", ASC
 CREATED_ORDER = [("created_at", ASCENDING), ("_id", ASCENDING)]
 ENTITY_FIELDS = tuple(f.name for f in attrs.fields(JobEntity) if f.name != "id")
 IDEMPOTENCY_RACE_RETRIES = 5
+
+_log = logging.getLogger("ratchet.store.mongo")
 
 
 def fenced(job_id: UUID, claim_seq: int) -> Doc:
@@ -160,32 +163,53 @@ class JobsMixin(MongoBase):
         # One atomic find_one_and_update per job: MongoDB has no "update the first N in this
         # order and return them" statement; each call claims the best remaining job.
         while len(claimed) < limit:
-            doc = self._jobs.find_one_and_update(
-                query,
-                update,
-                sort=CLAIM_SORT,
-                return_document=ReturnDocument.AFTER,
+            try:
+                if not self._claim_one(query, update, claimed):
+                    break
+            except PyMongoError as exc:
+                if not claimed or self._session is not None:
+                    # nothing claimed yet, or the caller's session owns the unit of work (its
+                    # transaction is spoiled): the caller sees the (translated) error
+                    raise
+                # The jobs already claimed are RUNNING under this node: hand them out rather
+                # than leave them unknown to the worker until stale recovery burns an attempt.
+                _log.warning(
+                    "claim stopped after %d of %d jobs: %s; returning the claimed jobs",
+                    len(claimed),
+                    limit,
+                    exc,
+                )
+                break
+        return claimed
+
+    def _claim_one(self, query: Doc, update: list[Doc], claimed: list[JobEntity]) -> bool:
+        """Claim the best due job into ``claimed``; False when none is due."""
+        doc = self._jobs.find_one_and_update(
+            query,
+            update,
+            sort=CLAIM_SORT,
+            return_document=ReturnDocument.AFTER,
+            session=self._session,
+        )
+        if doc is None:
+            return False
+        try:
+            claimed.append(job_from_document(doc))
+        except StoreDataError as exc:
+            # never hand out (or keep re-claiming) a job that cannot be read: dead-letter it
+            self._jobs.update_one(
+                {"_id": doc["_id"], "status": JobStatus.RUNNING.value},
+                set_stage(
+                    {
+                        "status": JobStatus.FAILED,
+                        "owner": None,
+                        "last_error": f"StoreDataError: {exc}",
+                    },
+                    now=("finished_at", "updated_at"),
+                ),
                 session=self._session,
             )
-            if doc is None:
-                break
-            try:
-                claimed.append(job_from_document(doc))
-            except StoreDataError as exc:
-                # never hand out (or keep re-claiming) a job that cannot be read: dead-letter it
-                self._jobs.update_one(
-                    {"_id": doc["_id"], "status": JobStatus.RUNNING.value},
-                    set_stage(
-                        {
-                            "status": JobStatus.FAILED,
-                            "owner": None,
-                            "last_error": f"StoreDataError: {exc}",
-                        },
-                        now=("finished_at", "updated_at"),
-                    ),
-                    session=self._session,
-                )
-        return claimed
+        return True
 
     # ------------------------------------------------------------------ terminal
 
