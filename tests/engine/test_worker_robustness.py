@@ -12,6 +12,7 @@ import pytest
 
 from ratchet_api.model import JobStatus, PollingConfig
 from ratchet_api.spi import PollingDelayStrategy
+from ratchet_core.defaults.execution import DefaultExecutionTuningProvider
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_e2e_worker import status_of, wait_for
@@ -110,6 +111,51 @@ def test_poller_survives_an_exception_of_a_pluggable_part_and_keeps_claiming(
         job_id = container.scheduler().enqueue(targets.add, 20, 22)
         assert wait_for(lambda: status_of(container, job_id) is JobStatus.SUCCEEDED, 10)
         assert "bug in a custom polling strategy" in caplog.text
+    finally:
+        worker.stop(timeout=5)
+        store.close()
+
+
+class _TuningFailingOnce(DefaultExecutionTuningProvider):
+    """A user's tuning provider with a bug: once armed, its first answer raises."""
+
+    def __init__(self, settings: Any) -> None:
+        super().__init__(settings)
+        self.armed = False
+        self.raised = False
+
+    def max_concurrency(self, execution_type: str, default_value: int) -> int:
+        if self.armed and not self.raised:
+            self.raised = True
+            raise RuntimeError("bug in a custom tuning provider")
+        return super().max_concurrency(execution_type, default_value)
+
+
+def test_an_error_accepting_one_claimed_job_neither_strands_the_batch_nor_burns_an_attempt(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+    scheduler = container.scheduler()
+    # a labelled execution target: its concurrency gate is asked for while accepting
+    job_ids = [
+        scheduler.job(targets.add).args(i, 1).execution_target("gpu").enqueue() for i in range(4)
+    ]
+    tuning = _TuningFailingOnce(container.settings())
+    # node_timeout far beyond the wait: only the worker itself can run every job in time
+    settings = fast_settings(node_timeout=timedelta(seconds=120))
+    worker = container.worker(worker_settings=settings, tuning=tuning)
+    tuning.armed = True  # the first job's gate then fails while accepting the claimed batch
+    worker.start()
+    try:
+        assert wait_for(
+            lambda: all(status_of(container, j) is JobStatus.SUCCEEDED for j in job_ids), 10
+        )
+        assert tuning.raised
+        assert "bug in a custom tuning provider" in caplog.text
+        attempts = [store.find_by_id(j).attempt for j in job_ids]  # type: ignore[union-attr]
+        assert attempts == [1, 1, 1, 1]  # the released claim did not count an attempt
     finally:
         worker.stop(timeout=5)
         store.close()

@@ -582,7 +582,17 @@ class Worker:
             if claimed:
                 self._metrics.jobs_claimed(self.node_id, len(claimed))
                 for entity in claimed:
-                    self._accept(entity)
+                    # one job's failure must not strand the rest of the batch (claimed by
+                    # this node but unknown to it until stale recovery)
+                    try:
+                        self._accept(entity)
+                    except Exception:  # noqa: BLE001 - a pluggable part's bug
+                        _log.exception(
+                            "worker %s: accepting job %s failed; releasing its claim",
+                            self.node_id,
+                            entity.id,
+                        )
+                        self._abandon(entity)
                 if len(claimed) == want:
                     continue  # the queue probably holds more: claim again at once
             else:
@@ -640,7 +650,38 @@ class Worker:
                 gate.waiting.append(job)
                 return
             gate.running += 1
-        self._submit(job)
+        try:
+            self._submit(job)
+        except BaseException:
+            with self._lock:
+                if job.state == QUEUED:
+                    gate.running -= 1
+            raise
+
+    def _abandon(self, entity: JobEntity) -> None:
+        """Give back the claim of a job whose acceptance failed before it started: fenced
+        ``release_claim`` (the attempt is not counted), so another poll runs it."""
+        with self._lock:
+            job = self._owned.get(entity.id)
+            if job is not None and job.entity is entity:
+                if job.state != QUEUED and job.started_at is not None:
+                    return  # it started: its own outcome path accounts for it
+                job.state = RELEASED
+                for gate in self._gates.values():
+                    if job in gate.waiting:
+                        gate.waiting.remove(job)
+                self._disown(job)
+                self._active -= 1
+                self._idle_cond.notify_all()
+        applied = self._write(
+            "release_claim",
+            lambda: self._store.release_claim(entity.id, entity.claim_seq),
+            entity.id,
+        )
+        if applied:
+            self._counters.add("released")
+        if self._slot_waiting:
+            self._wake.set()
 
     def _prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
         """Decode and re-check the job; the reason it must not run (a target that cannot be
