@@ -13,6 +13,7 @@ import pytest
 from ratchet_api.model import JobStatus, PollingConfig
 from ratchet_api.spi import PollingDelayStrategy
 from ratchet_core.defaults.execution import DefaultExecutionTuningProvider
+from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_e2e_worker import status_of, wait_for
@@ -156,6 +157,53 @@ def test_an_error_accepting_one_claimed_job_neither_strands_the_batch_nor_burns_
         assert "bug in a custom tuning provider" in caplog.text
         attempts = [store.find_by_id(j).attempt for j in job_ids]  # type: ignore[union-attr]
         assert attempts == [1, 1, 1, 1]  # the released claim did not count an attempt
+    finally:
+        worker.stop(timeout=5)
+        store.close()
+
+
+class _RaisingCollector(NoOpMetricsCollector):
+    """A user's metrics collector that breaks its contract: the job callbacks raise."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def job_started(self, job_id: uuid.UUID, job_type: Any, priority: Any) -> None:
+        self.calls.append("job_started")
+        raise RuntimeError("metrics backend down (started)")
+
+    def job_completed(self, job_id: uuid.UUID, job_type: Any, execution_time_ms: int) -> None:
+        self.calls.append("job_completed")
+        raise RuntimeError("metrics backend down (completed)")
+
+    def job_failed(
+        self, job_id: uuid.UUID, job_type: Any, cause: BaseException, attempt: int
+    ) -> None:
+        self.calls.append("job_failed")
+        raise RuntimeError("metrics backend down (failed)")
+
+
+def test_a_raising_metrics_collector_never_changes_a_jobs_outcome(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+    scheduler = container.scheduler()
+    ok = [scheduler.enqueue(targets.add, i, 1) for i in range(3)]
+    bad = scheduler.job(targets.fail_always).args("boom").max_retries(0).enqueue()
+    collector = _RaisingCollector()
+    settings = fast_settings(node_timeout=timedelta(seconds=120))
+    worker = container.worker(worker_settings=settings, metrics=collector)
+    worker.start()
+    try:
+        assert wait_for(lambda: all(status_of(container, j) is JobStatus.SUCCEEDED for j in ok))
+        assert wait_for(lambda: status_of(container, bad) is JobStatus.FAILED)
+        assert {"job_started", "job_completed", "job_failed"} <= set(collector.calls)
+        # reported once per callback, not once per job
+        messages = [r.getMessage() for r in caplog.records]
+        for callback in ("job_started", "job_completed"):
+            assert sum(f"_RaisingCollector.{callback} failed" in m for m in messages) == 1
     finally:
         worker.stop(timeout=5)
         store.close()

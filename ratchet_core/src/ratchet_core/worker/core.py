@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import attrs
@@ -219,7 +219,8 @@ class Worker:
         self._class_policy = class_policy
         self._retry_policy = retry_policy
         self._sanitizer = error_sanitizer
-        self._metrics = metrics
+        # a collector that raises (against its contract) must never change a job's outcome
+        self._metrics = cast(MetricsCollector, _GuardedMetrics(metrics))
         self._executor_provider = executor_provider
         self._tuning = tuning
         self._polling = polling
@@ -1149,6 +1150,37 @@ class Worker:
 
 class _Refused(Exception):
     """Cause passed to metrics for jobs refused at dispatch."""
+
+
+class _GuardedMetrics:
+    """Forwards every call to a ``MetricsCollector``; an exception it raises is logged (once
+    per method) and swallowed, so a failing collector cannot leave a job stuck RUNNING."""
+
+    def __init__(self, inner: MetricsCollector) -> None:
+        self._inner = inner
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        method = getattr(self._inner, name)
+        if not callable(method):
+            return method  # type: ignore[no-any-return]
+
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                method(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - metrics are best effort
+                with self._lock:
+                    first = name not in self._reported
+                    self._reported.add(name)
+                if first:
+                    _log.exception(
+                        "metrics collector %s.%s failed (ignored; reported once)",
+                        type(self._inner).__name__,
+                        name,
+                    )
+
+        return guarded
 
 
 __all__ = ["Worker"]
