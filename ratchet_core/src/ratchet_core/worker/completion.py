@@ -122,7 +122,11 @@ class CompletionBatcher:
             try:
                 self._flush(batch)
             except Exception:  # noqa: BLE001 - the flusher must survive anything
-                _log.exception("writing %d completions failed", len(batch))
+                _log.exception(
+                    "writing %d completions failed; the jobs stay RUNNING for recovery",
+                    len(batch),
+                )
+                self._give_up(batch)
             finally:
                 with self._cond:
                     self._flushing = 0
@@ -139,6 +143,14 @@ class CompletionBatcher:
             if records:
                 self._save_records(records)
         self._on_flushed(batch, applied)
+
+    def _give_up(self, batch: list[PendingCompletion]) -> None:
+        """Report ``batch`` as not written, so the worker stops owning (and heartbeating) the
+        jobs: recovery then runs them again instead of them staying RUNNING forever."""
+        try:
+            self._on_flushed(batch, set())
+        except Exception:  # noqa: BLE001 - the flusher must survive anything
+            _log.exception("reporting %d unwritten completions failed", len(batch))
 
     def _write_batch(self, completions: list[Completion]) -> set[UUID] | None:
         delay = 0.05
@@ -159,6 +171,14 @@ class CompletionBatcher:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
+            except Exception:  # noqa: BLE001 - not a StoreError (a store's bug): not retried
+                self._timing("mark_succeeded_many", "failure", started)
+                _log.warning(
+                    "batched completion write of %d jobs failed; writing them one by one",
+                    len(completions),
+                    exc_info=True,
+                )
+                return None
             self._timing("mark_succeeded_many", "success", started)
             return applied
         return None
@@ -190,9 +210,12 @@ class CompletionBatcher:
             self._timing("save_executions", "success", started)
 
     def _timing(self, operation: str, outcome: str, started: float) -> None:
-        self._metrics.store_operation(
-            self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
-        )
+        try:
+            self._metrics.store_operation(
+                self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
+            )
+        except Exception:  # noqa: BLE001 - metrics are best effort
+            _log.debug("metrics store_operation failed", exc_info=True)
 
 
 __all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion"]

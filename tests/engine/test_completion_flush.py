@@ -1,0 +1,71 @@
+"""The completion flusher keeps every job accounted for whatever the store raises."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import Completion
+from ratchet_core.defaults.metrics import NoOpMetricsCollector
+from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from tests.engine import targets
+from tests.engine.conftest import build_container, migrate
+
+
+class _BatchWriteBug:
+    """A real store whose ``mark_succeeded_many`` raises an error that is not a StoreError (an
+    untranslated driver error or a bug of a third-party store); everything else is the store."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
+        raise ValueError("untranslated driver error")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_batch_write_failing_with_a_non_store_error_still_writes_and_reports_the_jobs(
+    sqlite_url: str,
+) -> None:
+    container = build_container(sqlite_url)
+    store = container.job_store()
+    migrate(store)
+    scheduler = container.scheduler()
+    ids = [scheduler.enqueue(targets.add, i, 1) for i in range(3)]
+    claimed = store.claim_next_batch("node-a", 3)
+    assert {j.id for j in claimed} == set(ids)
+    flushed: list[tuple[list[UUID], set[UUID]]] = []
+    done = threading.Event()
+
+    def on_flushed(batch: Sequence[PendingCompletion], applied: set[UUID]) -> None:
+        flushed.append(([i.completion.job_id for i in batch], applied))
+        if sum(len(b) for b, _ in flushed) == len(ids):
+            done.set()
+
+    batcher = CompletionBatcher(
+        _BatchWriteBug(store),
+        interval=0.01,
+        batch_size=10,
+        on_flushed=on_flushed,
+        metrics=NoOpMetricsCollector(),
+    )
+    try:
+        for job in claimed:
+            batcher.add(
+                PendingCompletion(
+                    Completion(job_id=job.id, claim_seq=job.claim_seq, result="1"), None
+                )
+            )
+        assert done.wait(10), "the flush callback was never called: the jobs stay owned"
+    finally:
+        batcher.close()
+    assert set().union(*(applied for _, applied in flushed)) == set(ids)
+    for job_id in ids:
+        stored = store.find_by_id(job_id)
+        assert stored is not None and JobStatus(stored.status) is JobStatus.SUCCEEDED
+    store.close()
