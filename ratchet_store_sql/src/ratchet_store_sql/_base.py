@@ -73,21 +73,24 @@ class SqlBase:
             raise StoreError(f"{operation}: the store is closed")
 
     @contextmanager
-    def _write(self, operation: str) -> Iterator[sa.Connection]:
+    def _translated(self, operation: str) -> Iterator[None]:
+        """Check the store is open and translate driver errors raised inside the block."""
         self._check_open(operation)
         try:
-            if self._bound is not None:
-                yield self._bound
-                return
-            with self._engine.connect() as conn:
-                if self._d.is_sqlite:
-                    conn.execution_options(**{IMMEDIATE: True})
-                with conn.begin():
-                    yield conn
+            yield
         except RatchetError:
             raise
         except sa.exc.SQLAlchemyError as exc:
             raise translate(exc, operation) from exc
+
+    @contextmanager
+    def _write(self, operation: str) -> Iterator[sa.Connection]:
+        if self._bound is None:
+            with self._independent(operation) as conn:
+                yield conn
+            return
+        with self._translated(operation):
+            yield self._bound
 
     @contextmanager
     def _write_statement(self, operation: str) -> Iterator[sa.Connection]:
@@ -98,43 +101,26 @@ class SqlBase:
             with self._write(operation) as conn:
                 yield conn
             return
-        self._check_open(operation)
-        try:
-            with self._engine.connect() as conn:
-                conn.execution_options(isolation_level="AUTOCOMMIT")
-                yield conn
-        except RatchetError:
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate(exc, operation) from exc
+        with self._translated(operation), self._engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
 
     @contextmanager
     def _independent(self, operation: str) -> Iterator[sa.Connection]:
-        self._check_open(operation)
-        try:
-            with self._engine.connect() as conn:
-                if self._d.is_sqlite:
-                    conn.execution_options(**{IMMEDIATE: True})
-                with conn.begin():
-                    yield conn
-        except RatchetError:
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate(exc, operation) from exc
+        with self._translated(operation), self._engine.connect() as conn:
+            if self._d.is_sqlite:
+                conn.execution_options(**{IMMEDIATE: True})
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def _read(self, operation: str) -> Iterator[sa.Connection]:
-        self._check_open(operation)
-        try:
+        with self._translated(operation):
             if self._bound is not None:
                 yield self._bound
                 return
             with self._engine.connect() as conn:
                 yield conn
-        except RatchetError:
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate(exc, operation) from exc
 
     # ------------------------------------------------------------------ shared helpers
 
