@@ -323,34 +323,27 @@ class SchedulerService:
     def cancel(self, job_id: UUID) -> bool:
         """Cancel a job that has not finished (a running attempt's result is then discarded).
         False if it already finished; ``JobNotFoundError`` for an unknown id."""
-        if self._store.cancel_job(job_id):
-            return True
-        self._require(job_id)
-        return False
+        return self._transitioned(job_id, self._store.cancel_job(job_id))
 
     def retry(self, job_id: UUID) -> bool:
         """Send a dead-lettered (FAILED) job back to PENDING with its attempts reset. False for
         any other status; ``JobNotFoundError`` for an unknown id."""
-        if self._store.retry_dead_letter(job_id):
-            job = self._store.find_by_id(job_id)
-            if job is not None:
-                self._wake(job.priority, job.execution_target)
-            return True
-        self._require(job_id)
-        return False
+        return self._transitioned(job_id, self._store.retry_dead_letter(job_id), wake=True)
 
     def pause(self, job_id: UUID) -> bool:
         """Hold a PENDING job until resumed. False for any other status."""
-        if self._store.pause_job(job_id):
-            return True
-        self._require(job_id)
-        return False
+        return self._transitioned(job_id, self._store.pause_job(job_id))
 
     def resume(self, job_id: UUID) -> bool:
         """Release a PAUSED job. False for any other status."""
-        if self._store.resume_job(job_id):
-            job = self._store.find_by_id(job_id)
-            if job is not None:
+        return self._transitioned(job_id, self._store.resume_job(job_id), wake=True)
+
+    def _transitioned(self, job_id: UUID, changed: bool, *, wake: bool = False) -> bool:
+        """The outcome of a status transition: True if it applied (waking workers when the job
+        became due again), False if the job is in another status, ``JobNotFoundError`` if it
+        does not exist."""
+        if changed:
+            if wake and (job := self._store.find_by_id(job_id)) is not None:
                 self._wake(job.priority, job.execution_target)
             return True
         self._require(job_id)
