@@ -12,11 +12,37 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from ratchet_api.errors import StoreError
 from ratchet_api.store import JobEntity, SchemaManager
 from ratchet_store_sql import SqlJobStore, migrate
+from ratchet_store_sql.migration import alembic_config, shipped_head_revision
 from ratchet_store_sql.schema import VERSION_TABLE, metadata
+
+
+def _alembic_head() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def test_head_revision_read_without_alembic_is_alembics_head() -> None:
+    # the worker's start-up check reads the scripts itself so that it never imports Alembic
+    assert shipped_head_revision() == _alembic_head()
+
+
+def test_worker_start_up_modules_do_not_import_alembic() -> None:
+    code = (
+        "import sys, ratchet_core.cli, ratchet_core.worker, ratchet_store_sql\n"
+        "from ratchet_store_sql.migration import shipped_head_revision\n"
+        "shipped_head_revision()\n"
+        "print(sorted(m for m in ('alembic', 'mako') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
 
 
 def _only_ratchet(name: str | None, type_: str, _parents: object) -> bool:
@@ -47,7 +73,7 @@ def test_upgrade_downgrade_and_current_revision_on_a_fresh_database(tmp_sqlite_u
     assert manager.current_revision() is None
     manager.upgrade()
     manager.upgrade()  # idempotent
-    assert manager.current_revision() == manager.head_revision() == "0002"
+    assert manager.current_revision() == manager.head_revision() == _alembic_head()
     tables = set(sa.inspect(store.engine).get_table_names())
     assert {"ratchet_jobs", "ratchet_job_tags", VERSION_TABLE} <= tables
     manager.downgrade("base")
@@ -62,7 +88,7 @@ def test_migrate_function_and_version_table_name(tmp_sqlite_url: str) -> None:
     with engine.connect() as conn:
         version = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
     engine.dispose()
-    assert version == "0002"
+    assert version == _alembic_head()
 
 
 def test_relative_sqlite_url_with_create_schema_works_with_nothing_else(

@@ -26,6 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# First: imports dependency-injector without the web frameworks it would pull in (see _lean).
+from ratchet_core import _lean  # noqa: F401  # isort: skip
 from ratchet_core.alternatives import SpiDescription, alternative
 from ratchet_core.container import (
     RatchetContainer,

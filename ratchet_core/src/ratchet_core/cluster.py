@@ -3,8 +3,14 @@
 * :class:`StoreBackedStartupCoordinator` takes leases through the store's ``LockStore``
   capability so that destructive work (orphan recovery) runs on one node at a time.
 * :func:`create_cluster_coordinator` picks the wake-up transport from ``cluster.backend``:
-  ``none`` (polling only), ``postgres`` (LISTEN/NOTIFY) or ``redis`` (pub/sub). Wake-ups are an
-  optimisation: a lost one only delays work until the next poll.
+  ``auto`` (the default: the store's native mechanism, PostgreSQL LISTEN/NOTIFY when
+  ``store.url`` is PostgreSQL, else polling only), ``none``, ``postgres`` or ``redis`` (pub/sub).
+  Wake-ups are an optimisation: a lost one only delays work until the next poll.
+
+On PostgreSQL the database itself announces new jobs: migration 0011 installs a trigger that
+NOTIFYs :data:`DATABASE_CHANNEL` when an insert commits, so any enqueuing process wakes the
+workers whatever its own settings; the Python publisher is then used only for the scheduler's
+other wake-ups (a retried or resumed job).
 """
 
 from __future__ import annotations
@@ -28,7 +34,12 @@ from ratchet_core.config import STORE_URL, parse_optional_str, parse_str, regist
 
 _log = logging.getLogger("ratchet.cluster")
 
-_BACKENDS = ("none", "postgres", "redis")
+_BACKENDS = ("auto", "none", "postgres", "redis")
+
+DATABASE_CHANNEL = "ratchet_wakeup"
+"""The channel on which the PostgreSQL insert trigger (migration 0011) notifies."""
+DATABASE_SOURCE = "database"
+"""The source node id of the trigger's wake-up messages."""
 
 
 def _parse_backend(raw: str) -> str:
@@ -44,9 +55,10 @@ CLUSTER_BACKEND = register_key(
     RatchetConfigKey(
         "cluster.backend",
         _parse_backend,
-        "none",
-        "Wake-up transport between nodes: none (polling only), postgres (LISTEN/NOTIFY) or "
-        "redis (pub/sub).",
+        "auto",
+        "Wake-up transport between nodes: auto (PostgreSQL LISTEN/NOTIFY when store.url is "
+        "PostgreSQL, where the database itself notifies inserted jobs; otherwise polling only), "
+        "none (polling only), postgres (LISTEN/NOTIFY) or redis (pub/sub).",
     )
 )
 CLUSTER_URL = register_key(
@@ -286,9 +298,19 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
 
     name = "postgres"
 
-    def __init__(self, url: str, node_id: str, channel: str = "ratchet_wakeup") -> None:
+    def __init__(
+        self,
+        url: str,
+        node_id: str,
+        channel: str = DATABASE_CHANNEL,
+        *,
+        database_notifies_inserts: bool = False,
+    ) -> None:
         super().__init__(node_id, channel)
         self.url = libpq_url(url)
+        self.database_notifies_inserts = database_notifies_inserts
+        """True when ``url`` is the store's own database, whose insert trigger announces new
+        jobs: the scheduler then publishes nothing for an enqueue."""
         self._pub_conn: Any = None
         self._listen_conn: Any = None
 
@@ -316,7 +338,8 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
         conn = self._connect()
         self._listen_conn = conn
         try:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            for channel in dict.fromkeys((DATABASE_CHANNEL, self.channel)):
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self._subscribed.set()
             while not self._closed.is_set():
                 for notify in conn.notifies(timeout=1.0):
@@ -384,6 +407,19 @@ class RedisClusterCoordinator(_ListenerThreadCoordinator):
             _log.debug("closing redis client failed", exc_info=True)
 
 
+def _native_postgres(url: str | None) -> bool:
+    """A PostgreSQL URL whose driver for LISTEN (psycopg 3) is installed."""
+    if not url:
+        return False
+    try:
+        libpq_url(url)
+    except ValueError:
+        return False
+    import importlib.util
+
+    return importlib.util.find_spec("psycopg") is not None
+
+
 def create_cluster_coordinator(
     settings: RatchetConfig, node_identity: NodeIdentityProvider
 ) -> ClusterCoordinator:
@@ -394,9 +430,12 @@ def create_cluster_coordinator(
     backend = settings.get(CLUSTER_BACKEND)
     channel = settings.get(CLUSTER_CHANNEL)
     url = settings.get(CLUSTER_URL)
+    store_url = settings.get(STORE_URL)
     node_id = node_identity.get_node_id()
+    if backend == "auto":
+        backend = "postgres" if _native_postgres(url or store_url) else "none"
     if backend == "postgres":
-        target = url or settings.get(STORE_URL)
+        target = url or store_url
         try:
             libpq_url(target)
         except ValueError:
@@ -405,7 +444,12 @@ def create_cluster_coordinator(
                 f"cluster.backend=postgres needs a PostgreSQL URL (cluster.url or store.url), "
                 f"got {target!r}",
             ) from None
-        return PostgresNotifyClusterCoordinator(target, node_id, channel)
+        return PostgresNotifyClusterCoordinator(
+            target,
+            node_id,
+            channel,
+            database_notifies_inserts=url is None or url == store_url,
+        )
     if backend == "redis":
         if not url:
             raise ConfigurationError(
@@ -422,6 +466,8 @@ __all__ = [
     "CLUSTER_BACKEND",
     "CLUSTER_CHANNEL",
     "CLUSTER_URL",
+    "DATABASE_CHANNEL",
+    "DATABASE_SOURCE",
     "PostgresNotifyClusterCoordinator",
     "RedisClusterCoordinator",
     "StoreBackedStartupCoordinator",

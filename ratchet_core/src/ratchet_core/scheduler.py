@@ -251,7 +251,7 @@ class SchedulerService:
         priority, target = job.priority, job.execution_target
 
         def wake() -> None:
-            self._wake(priority, target)
+            self._wake(priority, target, inserted=True)
 
         if options.transaction is None:
             wake()
@@ -266,7 +266,9 @@ class SchedulerService:
                 job.id,
             )
 
-    def _wake(self, priority: JobPriority, execution_target: str | None) -> None:
+    def _wake(
+        self, priority: JobPriority, execution_target: str | None, *, inserted: bool = False
+    ) -> None:
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:
@@ -276,6 +278,8 @@ class SchedulerService:
                 logger.warning("local wake-up listener {!r} failed: {!r}", listener, exc)
         if listeners:
             self._metrics.local_wakeup("enqueue")
+        if inserted and getattr(self._cluster, "database_notifies_inserts", False):
+            return  # the store's database announces the insert itself, at commit
         try:
             identity = self._node_identity.identity()
             self._cluster.notify_new_work(priority, identity, execution_target)

@@ -75,7 +75,10 @@ def create_store_engine(
     parsed = resolve_driver(parsed)
     kwargs: dict[str, Any] = dict(engine_kwargs)
     backend = parsed.get_backend_name()
+    synchronous = SQLITE_SYNCHRONOUS_DEFAULT
     if backend == "sqlite":
+        synchronous = _sqlite_synchronous(parsed)
+        parsed = parsed.difference_update_query(["synchronous"])
         if pool_size is not None:
             kwargs.setdefault("pool_size", pool_size)
     else:
@@ -92,12 +95,36 @@ def create_store_engine(
         hint = _driver_hint(parsed)
         raise StoreError(f"cannot create an engine for {parsed!r}: {exc}{hint}") from exc
     if backend == "sqlite":
-        configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms)
+        configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
     return engine
 
 
-def configure_sqlite(engine: sa.Engine, *, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
+SQLITE_SYNCHRONOUS_DEFAULT = "FULL"
+SQLITE_SYNCHRONOUS_VALUES = ("FULL", "NORMAL", "EXTRA", "OFF")
+
+
+def _sqlite_synchronous(url: sa.URL) -> str:
+    raw = url.query.get("synchronous", SQLITE_SYNCHRONOUS_DEFAULT)
+    value = (raw if isinstance(raw, str) else raw[-1]).strip().upper()
+    if value not in SQLITE_SYNCHRONOUS_VALUES:
+        raise StoreError(
+            f"invalid SQLite URL option synchronous={raw!r}: expected one of "
+            f"{', '.join(v.lower() for v in SQLITE_SYNCHRONOUS_VALUES)}"
+        )
+    return value
+
+
+def configure_sqlite(
+    engine: sa.Engine,
+    *,
+    busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    synchronous: str = SQLITE_SYNCHRONOUS_DEFAULT,
+) -> None:
     """Install the connection hooks on a SQLite engine (idempotent).
+
+    ``synchronous`` is SQLite's ``PRAGMA synchronous`` in WAL mode: ``FULL`` (the default, as
+    SQLite's own) makes every commit durable against power loss; ``NORMAL`` is durable against
+    a crash of the process but a power loss can drop the last commits, for fewer fsyncs.
 
     pysqlite's own transaction handling is switched off so that SQLAlchemy's ``begin`` emits the
     ``BEGIN``: a write transaction of the store emits ``BEGIN IMMEDIATE`` and so takes the write
@@ -115,7 +142,7 @@ def configure_sqlite(engine: sa.Engine, *, busy_timeout_ms: int = SQLITE_BUSY_TI
         try:
             if not memory:
                 cursor.execute("PRAGMA journal_mode=WAL")
-                cursor.execute("PRAGMA synchronous=NORMAL")
+                cursor.execute(f"PRAGMA synchronous={synchronous}")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cursor.execute("PRAGMA foreign_keys=ON")
         finally:
@@ -129,4 +156,10 @@ def configure_sqlite(engine: sa.Engine, *, busy_timeout_ms: int = SQLITE_BUSY_TI
             conn.exec_driver_sql("BEGIN")
 
 
-__all__ = ["IMMEDIATE", "SQLITE_BUSY_TIMEOUT_MS", "configure_sqlite", "create_store_engine"]
+__all__ = [
+    "IMMEDIATE",
+    "SQLITE_BUSY_TIMEOUT_MS",
+    "SQLITE_SYNCHRONOUS_DEFAULT",
+    "configure_sqlite",
+    "create_store_engine",
+]

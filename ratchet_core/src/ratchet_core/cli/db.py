@@ -9,15 +9,17 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import click
-from rich.console import Console
 
 from ratchet_api.errors import RatchetError
 from ratchet_api.store.protocols import JobStore, SchemaManager
 from ratchet_core.cli import CliState, get_container
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +73,8 @@ def parse_job_id(value: str) -> UUID:
 
 def console() -> Console:
     """A rich console; wide enough for ids and targets when the output is not a terminal."""
+    from rich.console import Console
+
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 

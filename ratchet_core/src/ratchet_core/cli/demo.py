@@ -12,7 +12,6 @@ from typing import Any
 from uuid import UUID
 
 import click
-from rich.table import Table
 
 from ratchet_api.model import BackoffPolicy, JobStatus
 from ratchet_core import demo_jobs
@@ -110,6 +109,8 @@ def demo_command(store_url: str, timeout: float) -> None:
         out.print(f"enqueued {len(jobs)} jobs; running a worker until they are done...")
         worker: Any = container.worker()
         stats = worker.run_until_idle(timeout=timeout)
+
+    from rich.table import Table
 
     table = Table(title="What happened")
     for column in ("job", "what it shows", "status", "attempts", "result / error", "id"):

@@ -7,7 +7,6 @@ from datetime import datetime
 from typing import Any
 
 import click
-from rich.table import Table
 
 from ratchet_api.errors import JobNotFoundError
 from ratchet_api.model import JobStatus
@@ -110,6 +109,8 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     if not jobs:
         out.print("no jobs match")
         return
+    from rich.table import Table
+
     table = Table(title=f"{len(jobs)} job(s)")
     for column in ("id", "status", "target", "attempt", "scheduled", "finished", "result / error"):
         table.add_column(column, overflow="fold")
@@ -163,6 +164,8 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         click.echo(json.dumps(record, indent=2))
         return
     out = console()
+    from rich.table import Table
+
     table = Table(title=f"job {job.id}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")

@@ -6,8 +6,6 @@ import json
 
 import attrs
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ratchet_core.cli import get_container
 
@@ -24,6 +22,9 @@ def spi_command(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([attrs.asdict(r) for r in rows], indent=2))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="Ratchet SPIs")
     for column in ("SPI", "provider", "implementation", "priority", "origin", "scope"):
         table.add_column(column, overflow="fold")

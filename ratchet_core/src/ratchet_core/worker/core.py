@@ -397,6 +397,10 @@ class Worker:
         self._stop_loop()
         if self._maintenance is not None:
             self._maintenance.stop()
+        try:  # its listener connection and threads (issue 15: not only the CLI closes it)
+            self._cluster.close()
+        except Exception:  # noqa: BLE001 - a transport failing to close must not fail the stop
+            _log.warning("closing the cluster coordinator failed", exc_info=True)
         remove = getattr(self._scheduler, "remove_local_wakeup_listener", None)
         if callable(remove):
             remove(self._on_local_wakeup)
