@@ -9,10 +9,18 @@ hidden (unless the process already imported them) and then registers the same re
 lazy form: each looks the framework up in ``sys.modules`` when wiring inspects a parameter, so an
 application that does use FastAPI's ``Depends(Provide[...])`` or a Flask ``LocalProxy`` is wired
 exactly as before (by then it has imported its framework).
+
+``dependency_injector.providers`` also imports ``pydantic`` (about 5 MiB) only to learn whether
+it is version 1, whose ``BaseSettings`` ``Configuration.from_pydantic`` would accept; with
+pydantic 2 that needs ``pydantic_settings``, which it imports first. So when
+``pydantic_settings`` is not installed and the installed pydantic is not 1.x, hiding pydantic
+changes nothing in dependency-injector and saves the memory.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -56,21 +64,44 @@ def _is_werkzeug_local_proxy(obj: Any) -> bool:
     return proxy is not None and isinstance(obj, proxy)
 
 
+class _Hide(importlib.abc.MetaPathFinder):
+    """Makes ``import name`` (and its submodules) fail as if ``name`` were not installed."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self._names = names
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] in self._names:
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+        return None
+
+
+def _pydantic_unused_by_providers() -> bool:
+    if "pydantic" in sys.modules or importlib.util.find_spec("pydantic_settings") is not None:
+        return False
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return not version("pydantic").startswith("1.")
+    except (PackageNotFoundError, ValueError):
+        return True
+
+
 def import_dependency_injector() -> None:
     """Import ``dependency_injector.containers`` (and so its wiring) without importing the
     frameworks in ``_HIDDEN`` that the process has not imported itself. Idempotent."""
     if "dependency_injector.wiring" in sys.modules:
         return
     hidden = [name for name in _HIDDEN if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment] # makes `import name` fail fast
+    if _pydantic_unused_by_providers():
+        hidden.append("pydantic")
+    blocker = _Hide(frozenset(hidden))
+    sys.meta_path.insert(0, blocker)
     try:
         import dependency_injector.containers  # noqa: F401 - imported for its side effect
         from dependency_injector import wiring
     finally:
-        for name in hidden:
-            if sys.modules.get(name, 0) is None:
-                del sys.modules[name]
+        sys.meta_path.remove(blocker)
     extractors: list[Callable[[Any], Any]] = wiring.MARKER_EXTRACTORS
     filters: list[Callable[[Any], bool]] = wiring.INSPECT_EXCLUSION_FILTERS
     if "fastapi" in hidden:
