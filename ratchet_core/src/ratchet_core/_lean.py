@@ -73,7 +73,6 @@ class _Hide(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
         if fullname.partition(".")[0] in self._names:
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-        return None
 
 
 def _pydantic_unused_by_providers() -> bool:
