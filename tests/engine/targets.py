@@ -245,3 +245,13 @@ def first_gated_then_slow(key: str, slow_ms: int) -> int:
     else:
         time.sleep(slow_ms / 1000)
     return number
+
+
+def endless(marker: str) -> None:
+    """Touches ``marker`` when it starts, then never returns (a job stuck in a loop)."""
+    import pathlib
+    import time
+
+    pathlib.Path(marker).touch()
+    while True:
+        time.sleep(0.05)

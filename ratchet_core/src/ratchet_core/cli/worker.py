@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -34,7 +36,8 @@ def _status_line(worker: Any, started: float) -> Any:
 def _summary(stats: Any) -> str:
     return (
         f"claimed {stats.claimed}, succeeded {stats.succeeded}, failed {stats.failed}, "
-        f"retried {stats.retried}, released {stats.released}, stale {stats.stale}"
+        f"retried {stats.retried}, released {stats.released}, stale {stats.stale}, "
+        f"abandoned {stats.abandoned}"
     )
 
 
@@ -178,7 +181,30 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
             live.stop()
         _close(container)
     click.echo(f"worker {worker.node_id} stopped: {_summary(stats)}", err=True)
+    if stats.abandoned:
+        # Threads of abandoned jobs are still inside the job: exit without waiting for them
+        # (an ExecutorProvider's pool may have non-daemon threads that the interpreter joins).
+        click.echo(
+            f"worker {worker.node_id}: {stats.abandoned} jobs were abandoned at shutdown "
+            "(put back to pending); exiting with code 3",
+            err=True,
+        )
+        _flush_logging()
+        os._exit(ABANDONED_EXIT_CODE)
     ctx.exit(exit_code)
+
+
+ABANDONED_EXIT_CODE = 3
+"""Exit code of ``ratchet worker`` when jobs were still running after the shutdown timeout."""
+
+
+def _flush_logging() -> None:
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def _close(container: Any) -> None:

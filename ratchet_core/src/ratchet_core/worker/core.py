@@ -26,8 +26,11 @@ and counted as stale; it never overwrites the newer state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -35,7 +38,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 from uuid import UUID
 
 import attrs
@@ -390,6 +393,16 @@ class Worker:
             leftovers = [j for j in self._owned.values() if j.state == RUNNING]
         for job in leftovers:
             self._requeue_interrupted(job)
+        if leftovers:
+            self._counters.add("abandoned", len(leftovers))
+            _log.error(
+                "worker %s: %d jobs still running after the shutdown timeout (%gs) were "
+                "abandoned and put back to pending: %s",
+                self.node_id,
+                len(leftovers),
+                limit,
+                ", ".join(f"{j.entity.id} ({j.entity.target})" for j in leftovers),
+            )
         if self._batcher is not None:
             self._batcher.close()
         if self._executor is not None:
@@ -422,12 +435,20 @@ class Worker:
     def run_forever(self, *, install_signal_handlers: bool = True) -> WorkerStats:
         """Start and block until SIGTERM/SIGINT (or ``request_stop``), then stop gracefully.
         Signal handlers are installed only when called from the main thread; the previous
-        handlers are restored afterwards."""
+        handlers are restored afterwards. A second SIGTERM/SIGINT while stopping ends the
+        process at once (``os._exit(128 + signal number)``)."""
         previous: dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            received: list[int] = []
 
             def handler(signum: int, frame: FrameType | None) -> None:
-                _log.info("signal %s received: stopping gracefully", signal.Signals(signum).name)
+                name = signal.Signals(signum).name
+                if received:
+                    _exit_now(signum, name)
+                received.append(signum)
+                _log.info(
+                    "signal %s received: stopping gracefully (send it again to exit at once)", name
+                )
                 self._stop_requested.set()
 
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -1146,6 +1167,18 @@ class Worker:
     def _now(self) -> datetime:
         """The store's clock, approximated by the local clock plus the measured offset."""
         return datetime.now(UTC) + self._clock_offset
+
+
+def _exit_now(signum: int, name: str) -> NoReturn:
+    """A second SIGTERM/SIGINT during a graceful stop: end the process at once (exit code
+    128 + signal number), without waiting for running jobs or writing their outcomes."""
+    _log.error("signal %s received again: exiting at once without waiting for jobs", name)
+    for handler in logging.getLogger().handlers + _log.handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 class _Refused(Exception):
