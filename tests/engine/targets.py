@@ -255,3 +255,16 @@ def endless(marker: str) -> None:
     pathlib.Path(marker).touch()
     while True:
         time.sleep(0.05)
+
+
+def log_tracebacks(times: int) -> int:
+    """Logs ``times`` tracebacks through the standard ``logging`` module on the job's thread."""
+    import logging
+
+    log = logging.getLogger("tests.engine.jobs")
+    for n in range(times):
+        try:
+            raise RuntimeError(f"failure {n} inside a job")
+        except RuntimeError:
+            log.exception("job failure %d", n)
+    return times

@@ -44,9 +44,14 @@ def _summary(stats: Any) -> str:
 def _configure_logging(level: str) -> None:
     from rich.logging import RichHandler
 
+    from ratchet_core.logs import start_queued_logging
+
     handler = RichHandler(console=_stderr(), show_path=False, rich_tracebacks=True)
-    # Libraries (alembic, drivers) log at WARNING; Ratchet's own loggers at the chosen level.
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    # Rendering (seconds per rich traceback) happens on a listener thread, never on the
+    # heartbeat, completion or job threads that log. Libraries (alembic, drivers) log at
+    # WARNING; Ratchet's own loggers at the chosen level.
+    start_queued_logging([handler], level=logging.WARNING)
     logging.getLogger("ratchet").setLevel(level.upper())
 
 
@@ -199,9 +204,9 @@ ABANDONED_EXIT_CODE = 3
 
 
 def _flush_logging() -> None:
-    for handler in logging.getLogger().handlers:
-        with contextlib.suppress(Exception):
-            handler.flush()
+    from ratchet_core.logs import flush_queued_logging
+
+    flush_queued_logging()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

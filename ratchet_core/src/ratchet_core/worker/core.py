@@ -92,6 +92,7 @@ from ratchet_api.store.protocols import (
     JobStore,
 )
 from ratchet_core.context import RunningJobContext
+from ratchet_core.logs import flush_queued_logging
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
@@ -1173,6 +1174,7 @@ def _exit_now(signum: int, name: str) -> NoReturn:
     """A second SIGTERM/SIGINT during a graceful stop: end the process at once (exit code
     128 + signal number), without waiting for running jobs or writing their outcomes."""
     _log.error("signal %s received again: exiting at once without waiting for jobs", name)
+    flush_queued_logging(timeout=1.0)
     for handler in logging.getLogger().handlers + _log.handlers:
         with contextlib.suppress(Exception):
             handler.flush()
