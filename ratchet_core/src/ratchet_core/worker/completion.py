@@ -38,8 +38,9 @@ class PendingCompletion:
     token: Any = None
 
 
-FlushCallback = Callable[[Sequence[PendingCompletion], set[UUID]], None]
-"""Called after each flush with the flushed items and the ids whose write applied."""
+FlushCallback = Callable[[Sequence[PendingCompletion], list[PendingCompletion]], None]
+"""Called after each flush with the flushed items and the items whose fenced write applied
+(for one job at most one: its latest claim)."""
 
 
 class CompletionBatcher:
@@ -132,23 +133,28 @@ class CompletionBatcher:
                     self._flushing = 0
 
     def _flush(self, batch: list[PendingCompletion]) -> None:
-        completions = [item.completion for item in batch]
-        applied = self._write_batch(completions)
-        if applied is None:
-            applied = self._write_one_by_one(batch)
+        # Two completions of one job in a batch: the job was recovered as ours and ran again.
+        # Only the latest claim can apply; the earlier attempt is superseded, never counted
+        # or audited as the success.
+        latest: dict[UUID, PendingCompletion] = {}
+        for item in batch:
+            current = latest.get(item.completion.job_id)
+            if current is None or item.completion.claim_seq > current.completion.claim_seq:
+                latest[item.completion.job_id] = item
+        kept = list(latest.values())
+        applied_ids = self._write_batch([item.completion for item in kept])
+        if applied_ids is None:
+            applied_ids = self._write_one_by_one(kept)
+        applied = [item for item in kept if item.completion.job_id in applied_ids]
         if self._audit is not None:
-            records = [
-                i.record for i in batch if i.record is not None and i.completion.job_id in applied
-            ]
-            if records:
-                self._save_records(records)
+            self._save_records(superseded_records(batch, applied))
         self._on_flushed(batch, applied)
 
     def _give_up(self, batch: list[PendingCompletion]) -> None:
         """Report ``batch`` as not written, so the worker stops owning (and heartbeating) the
         jobs: recovery then runs them again instead of them staying RUNNING forever."""
         try:
-            self._on_flushed(batch, set())
+            self._on_flushed(batch, [])
         except Exception:  # noqa: BLE001 - the flusher must survive anything
             _log.exception("reporting %d unwritten completions failed", len(batch))
 
@@ -200,6 +206,8 @@ class CompletionBatcher:
 
     def _save_records(self, records: list[ExecutionRecord]) -> None:
         assert self._audit is not None
+        if not records:
+            return
         started = time.perf_counter()
         try:
             self._audit.save_executions(records)
@@ -218,4 +226,16 @@ class CompletionBatcher:
             _log.debug("metrics store_operation failed", exc_info=True)
 
 
-__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion"]
+def superseded_records(
+    batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+) -> list[ExecutionRecord]:
+    """The execution records of ``batch``: ``superseded`` unless the item's write applied."""
+    written = {id(item) for item in applied}
+    return [
+        item.record if id(item) in written else attrs.evolve(item.record, superseded=True)
+        for item in batch
+        if item.record is not None
+    ]
+
+
+__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion", "superseded_records"]

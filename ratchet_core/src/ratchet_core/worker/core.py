@@ -904,13 +904,16 @@ class Worker:
         )
         self._release_slot(job)
 
-    def _on_flushed(self, batch: Sequence[PendingCompletion], applied: set[UUID]) -> None:
-        stale = [i.completion.job_id for i in batch if i.completion.job_id not in applied]
+    def _on_flushed(
+        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+    ) -> None:
+        written = {id(item) for item in applied}
+        stale = [i.completion.job_id for i in batch if id(i) not in written]
         with self._lock:
             for item in batch:
                 self._disown(item.token)
             self._idle_cond.notify_all()
-        self._counters.add("succeeded", len(batch) - len(stale))
+        self._counters.add("succeeded", len(applied))
         if stale:
             self._counters.add("stale", len(stale))
             _log.warning(
@@ -978,6 +981,7 @@ class Worker:
             self._save_failure_record(job, message, elapsed)
         elif applied is False:
             self._counters.add("stale")
+            self._save_failure_record(job, message, elapsed, superseded=True)
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
                 "(cancelled or recovered elsewhere while running)",
@@ -992,7 +996,9 @@ class Worker:
             _log.warning("job %s has an unreadable backoff; using the default", entity.id)
             return None
 
-    def _save_failure_record(self, job: ClaimedJob, message: str, elapsed: int) -> None:
+    def _save_failure_record(
+        self, job: ClaimedJob, message: str, elapsed: int, *, superseded: bool = False
+    ) -> None:
         if self._audit is None:
             return
         entity = job.entity
@@ -1007,6 +1013,7 @@ class Worker:
                     finished_at=datetime.now(UTC),
                     duration_ms=elapsed,
                     error=message,
+                    superseded=superseded,
                 )
             )
         except Exception:  # noqa: BLE001 - audit is best effort
