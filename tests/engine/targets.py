@@ -268,3 +268,22 @@ def log_tracebacks(times: int) -> int:
         except RuntimeError:
             log.exception("job failure %d", n)
     return times
+
+
+BREAKER_CALLS: list[int] = []
+
+
+def guarded_call(n: int) -> int:
+    """Decorated with ``@circuit_breaker(service="tests-guarded")`` below; records its calls."""
+    with _CALLS_LOCK:
+        BREAKER_CALLS.append(n)
+    return n
+
+
+def _guard() -> None:
+    from ratchet_core.invocation import circuit_breaker
+
+    circuit_breaker(service="tests-guarded")(guarded_call)
+
+
+_guard()

@@ -365,6 +365,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         result_persistence=result_persistence_strategy,
         arg_resolver=pre_execution_arg_resolver,
         resilience=resilience_strategy,
+        breaker_config=circuit_breaker_config_provider,
         scheduler=scheduler,
     )
 

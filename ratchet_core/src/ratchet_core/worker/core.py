@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -63,6 +64,7 @@ from ratchet_api.model import (
 from ratchet_api.scheduler import JobContext
 from ratchet_api.spi import (
     BeanResolver,
+    CircuitBreakerConfigProvider,
     ClassPolicy,
     ClusterCoordinator,
     ErrorSanitizer,
@@ -92,7 +94,7 @@ from ratchet_api.store.protocols import (
     JobStore,
 )
 from ratchet_core.context import RunningJobContext
-from ratchet_core.logs import flush_queued_logging
+from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
@@ -106,6 +108,7 @@ from ratchet_core.worker.execution import (
     LoadingResolver,
 )
 from ratchet_core.worker.maintenance import Maintenance
+from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 
@@ -208,6 +211,7 @@ class Worker:
         resilience: ResilienceStrategy,
         scheduler: Any = None,
         worker_settings: WorkerSettings | None = None,
+        breaker_config: CircuitBreakerConfigProvider | None = None,
     ) -> None:
         if not callable(getattr(resolver, "load", None)) or not callable(
             getattr(resolver, "bind_arguments", None)
@@ -240,6 +244,7 @@ class Worker:
         self._arg_resolver = arg_resolver
         self._resilience = resilience
         self._scheduler = scheduler
+        self._guard = PollerGuard(self.node_id, breaker_config, self._metrics)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
 
@@ -574,7 +579,6 @@ class Worker:
         strategy = self._polling.create(self.settings.polling)
         batch = self.settings.claim_batch_size
         max_wait = self.settings.polling.max_interval.total_seconds()
-        failures = 0
         while not self._stopping:
             free = self._capacity - self._active
             if free <= 0 or (self._active >= self._busy_at and free < self._watermark):
@@ -589,16 +593,20 @@ class Worker:
                 self._slot_waiting = False
                 continue
             want = min(free, batch)
+            open_for = self._guard.open_for()
+            if open_for:
+                self._wake.wait(min(open_for, max_wait * 5))
+                self._wake.clear()
+                continue
             self._wakeup_requested = False
             try:
-                claimed = self._claim(want)
-                failures = 0
+                claimed = self._guard.claim(functools.partial(self._claim, want))
+            except CircuitBreakerOpenError:
+                continue
             except Exception as exc:  # noqa: BLE001 - the poller must survive store outages
-                failures += 1
-                reason = type(exc).__name__
-                self._metrics.claim_transient_failure(reason)
-                pause = min(0.1 * 2**failures, 5.0)
-                _log.warning("claiming jobs failed (%s); retrying in %.1fs", exc, pause)
+                self._metrics.claim_transient_failure(type(exc).__name__)
+                pause = strategy.next_delay(0, free).total_seconds()
+                _log.warning("claiming jobs failed (%s); retrying in %.1fs", one_line(exc), pause)
                 self._wake.wait(pause)
                 self._wake.clear()
                 continue
@@ -773,9 +781,60 @@ class Worker:
         job.started_at = datetime.now(UTC)
         job.started_mono = time.perf_counter()
         self._counters.add("running")
+        if self._circuit_open(job):
+            return False
         entity = job.entity
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
+
+    def _circuit_open(self, job: ClaimedJob) -> bool:
+        """Advisory pre-check of the target's circuit breaker: when the circuit rejects calls
+        now, the job is given back without counting the attempt, due again after the
+        strategy's ``get_retry_delay`` (the breaker re-checks the call anyway)."""
+        breaker = job.loaded.circuit_breaker
+        if breaker is None:
+            return False
+        try:
+            available = self._resilience.is_service_available(breaker[0])
+        except Exception:  # noqa: BLE001 - advisory: the call itself is still guarded
+            _log.warning("is_service_available(%r) failed", breaker[0], exc_info=True)
+            return False
+        if available:
+            return False
+        self._defer_for_circuit(job, breaker[0])
+        return True
+
+    def _defer_for_circuit(self, job: ClaimedJob, service: str) -> None:
+        """Give the claim back (fenced ``release_claim`` with ``run_at``: the attempt is not
+        counted) until the circuit of ``service`` may let calls through."""
+        entity = job.entity
+        try:
+            delay = self._resilience.get_retry_delay(service)
+        except Exception:  # noqa: BLE001 - a pluggable part's bug: wait a second
+            _log.warning("get_retry_delay(%r) failed", service, exc_info=True)
+            delay = timedelta(seconds=1)
+        job.state = FINISHED
+        applied = self._write(
+            "release_claim",
+            lambda: self._store.release_claim(
+                entity.id, entity.claim_seq, run_at=self._now() + delay
+            ),
+            entity.id,
+        )
+        if applied:
+            self._counters.add("deferred")
+            _log.info(
+                "job %s (%s): circuit %r is open; due again in %.1fs (attempt not counted)",
+                entity.id,
+                entity.target,
+                service,
+                delay.total_seconds(),
+            )
+        elif applied is False:
+            self._counters.add("stale")
+        with self._lock:
+            self._disown(job)
+        self._release_slot(job)
 
     def _context(self, job: ClaimedJob) -> tuple[JobContext | None, _LazyLogger | None]:
         if not job.loaded.context_parameters:
@@ -927,6 +986,14 @@ class Worker:
         self, job: ClaimedJob, exc: BaseException, lazy: _LazyLogger | None
     ) -> None:
         entity = job.entity
+        breaker = job.loaded.circuit_breaker if job.loaded is not None else None
+        if isinstance(exc, CircuitBreakerOpenError) and breaker is not None:
+            # Rejected by the breaker without running (it opened after the pre-check): not
+            # a failed attempt; wait for the circuit, not for the job's backoff.
+            if lazy is not None:
+                lazy.finish()
+            self._defer_for_circuit(job, breaker[0])
+            return
         message = self._sanitizer.sanitize(exc)
         if lazy is not None:
             lazy.get().error(f"attempt {entity.attempt} failed: {message}")
@@ -934,13 +1001,8 @@ class Worker:
         job.state = FINISHED
         elapsed = job.elapsed_ms
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
-        breaker = job.loaded.circuit_breaker if job.loaded is not None else None
-        if isinstance(exc, CircuitBreakerOpenError) and breaker is not None:
-            # Rejected without running: wait for the circuit, not for the job's backoff. The
-            # store has no unfenced "reschedule without counting", so the attempt stays
-            # counted (the job's max_retries therefore also bounds circuit rejections).
-            delay: timedelta | None = self._resilience.get_retry_delay(breaker[0])
-        elif isinstance(exc, _REFUSED) and not job.called:
+        delay: timedelta | None
+        if isinstance(exc, _REFUSED) and not job.called:
             delay = None  # the stored arguments can never be restored: retrying cannot help
         else:
             decision = decide_retry(

@@ -30,6 +30,7 @@ class WorkerStats:
     stale: int = 0
     recovered: int = 0
     abandoned: int = 0
+    deferred: int = 0
     idle: bool = False
 
     @property
@@ -45,6 +46,7 @@ class Counters:
         "_lock",
         "abandoned",
         "claimed",
+        "deferred",
         "failed",
         "recovered",
         "released",
@@ -65,6 +67,7 @@ class Counters:
         self.stale = 0
         self.recovered = 0
         self.abandoned = 0
+        self.deferred = 0
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -82,6 +85,7 @@ class Counters:
                 stale=self.stale,
                 recovered=self.recovered,
                 abandoned=self.abandoned,
+                deferred=self.deferred,
                 idle=idle,
             )
 
