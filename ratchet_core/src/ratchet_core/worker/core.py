@@ -94,6 +94,7 @@ from ratchet_api.store.protocols import (
     JobStore,
 )
 from ratchet_core.context import RunningJobContext
+from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
@@ -111,13 +112,12 @@ from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
+from ratchet_core.worker.store_retry import retry_transient, transient_predicate
 
 _log = logging.getLogger("ratchet.worker")
 
 _REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
 """Dispatch-time refusals: the job can never run as stored, so it is not retried."""
-
-_WRITE_TRIES = 4
 
 _JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
 """What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
@@ -244,6 +244,7 @@ class Worker:
         self._arg_resolver = arg_resolver
         self._resilience = resilience
         self._scheduler = scheduler
+        self._config = settings
         self._guard = PollerGuard(self.node_id, breaker_config, self._metrics)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
@@ -252,6 +253,7 @@ class Worker:
         self._extension = store.capability(JobExtensionStore)
         self._query = store.capability(JobQueryStore)
         self._store_name = type(store).__name__
+        self._is_transient = transient_predicate(store)
 
         self._inline = tuning.default_threading_mode() is ThreadingMode.INLINE
         self._sync_limit = tuning.max_concurrency("sync", s.concurrency)
@@ -674,9 +676,7 @@ class Worker:
         with self._lock:
             gate = self._gates.get(job.gate)
             if gate is None:
-                gate = self._gates[job.gate] = _Gate(
-                    self._tuning.max_concurrency(job.gate, self.settings.concurrency)
-                )
+                gate = self._gates[job.gate] = self._new_gate(job.gate)
             if gate.running >= gate.limit:
                 gate.waiting.append(job)
                 return
@@ -688,6 +688,21 @@ class Worker:
                 if job.state == QUEUED:
                     gate.running -= 1
             raise
+
+    def _new_gate(self, label: str) -> _Gate:
+        """The gate of an execution target label: ``worker.concurrency.<label>``, else the
+        default concurrency (reported once as ``execution_target_fallback``)."""
+        limit = self._tuning.max_concurrency(label, self.settings.concurrency)
+        if self._config.raw(concurrency_key(label)) is None:
+            self._metrics.execution_target_fallback(label, "default")
+            _log.info(
+                "execution target %r has no worker.concurrency.%s; it runs with the default "
+                "concurrency %d",
+                label,
+                label,
+                limit,
+            )
+        return _Gate(limit)
 
     def _abandon(self, entity: JobEntity) -> None:
         """Give back the claim of a job whose acceptance failed before it started: fenced
@@ -959,6 +974,7 @@ class Worker:
                 Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=serialized.json),
                 record,
                 job,
+                entity.job_type,
             )
         )
         self._release_slot(job)
@@ -1082,35 +1098,35 @@ class Worker:
             _log.warning("saving the execution record of job %s failed", entity.id, exc_info=True)
 
     def _write(self, operation: str, write: Callable[[], bool], job_id: UUID) -> bool | None:
-        """A fenced outcome write with retries on transient errors. True/False as the store
-        answered; None when it could not be written (the job stays RUNNING for recovery)."""
-        delay = 0.05
-        for attempt in range(1, _WRITE_TRIES + 1):
+        """A fenced outcome write, retried on transient errors (``retry_transient``). True or
+        False as the store answered; None when it could not be written (the job stays RUNNING
+        and, no longer heartbeated once disowned, is put back by the stale-job sweep)."""
+
+        def timed() -> bool:
             started = time.perf_counter()
             try:
                 result = write()
-            except StoreError as exc:
+            except Exception:
                 self._store_timing(operation, "failure", started)
-                if not exc.retryable or attempt == _WRITE_TRIES:
-                    _log.error(
-                        "job %s: %s failed (%s); the job stays RUNNING until recovery",
-                        job_id,
-                        operation,
-                        exc,
-                    )
-                    return None
-                time.sleep(delay)
-                delay *= 2
-                continue
-            except Exception:  # noqa: BLE001 - never lose the worker thread
-                self._store_timing(operation, "failure", started)
+                raise
+            self._store_timing(operation, "success", started)
+            return result
+
+        try:
+            return retry_transient(timed, is_retryable=self._is_transient)
+        except Exception as exc:  # noqa: BLE001 - never lose the worker thread
+            if isinstance(exc, StoreError):
+                _log.error(
+                    "job %s: %s failed (%s); the job stays RUNNING until recovery",
+                    job_id,
+                    operation,
+                    one_line(exc),
+                )
+            else:
                 _log.exception(
                     "job %s: %s failed; it stays RUNNING until recovery", job_id, operation
                 )
-                return None
-            self._store_timing(operation, "success", started)
-            return result
-        return None
+            return None
 
     def _fail_unstarted(self, job: ClaimedJob, exc: TargetNotImportableError) -> None:
         """A job whose target cannot be imported here: a failed attempt, retried with backoff
