@@ -164,3 +164,38 @@ def test_poller_breaker_claim_failures_and_target_fallback_are_emitted(
     assert f"ratchet.poller.breaker.transitions,poller={worker.node_id},state=OPEN" in names
     assert f"ratchet.poller.breaker.transitions,poller={worker.node_id},state=HALF_OPEN" in names
     store.close()
+
+
+class _NoHooks:
+    """An AfterCommitRegistrar that cannot hook any transaction."""
+
+    def register_after_commit(self, action: Any, transaction: object | None = None) -> Any:
+        from ratchet_api.spi.runtime import AfterCommitResult
+
+        return AfterCommitResult.REGISTRATION_FAILED
+
+
+def test_a_failed_after_commit_registration_is_a_warning_with_the_job_id_and_a_metric(
+    sqlite_url: str,
+    udp: socket.socket,  # noqa: F811
+) -> None:
+    import sqlalchemy as sa
+    from loguru import logger
+
+    container = _container(sqlite_url, udp)
+    warnings: list[str] = []
+    sink = logger.add(warnings.append, level="WARNING", format="{message}")
+    app_engine = sa.create_engine(sqlite_url)
+    try:
+        with container.after_commit_registrar.override(providers.Object(_NoHooks())):
+            scheduler = container.scheduler()
+            with app_engine.connect() as conn:
+                conn.begin()
+                job_id = scheduler.job(targets.add).args(1, 2).transaction(conn).enqueue()
+                conn.commit()
+    finally:
+        logger.remove(sink)
+        app_engine.dispose()
+    assert any(str(job_id) in w and "after-commit" in w for w in warnings), warnings
+    assert "ratchet.wakeups.local,reason=after_commit_unavailable" in _names(received(udp))
+    container.job_store().close()

@@ -85,6 +85,7 @@ from ratchet_api.spi import (
     RetryPolicy,
     SchedulerLifecycleHook,
     StartupCoordinator,
+    TargetLoader,
 )
 from ratchet_api.store.entities import Completion, ExecutionRecord, JobEntity, JobQuery
 from ratchet_api.store.protocols import (
@@ -106,7 +107,6 @@ from ratchet_core.worker.execution import (
     RELEASED,
     RUNNING,
     ClaimedJob,
-    LoadingResolver,
 )
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.poller_guard import PollerGuard
@@ -192,6 +192,7 @@ class Worker:
         settings: RatchetConfig,
         serializer: PayloadSerializer,
         resolver: JobInvocationResolver,
+        loader: TargetLoader | None = None,
         class_policy: ClassPolicy,
         retry_policy: RetryPolicy,
         error_sanitizer: ErrorSanitizer,
@@ -213,17 +214,17 @@ class Worker:
         worker_settings: WorkerSettings | None = None,
         breaker_config: CircuitBreakerConfigProvider | None = None,
     ) -> None:
-        if not callable(getattr(resolver, "load", None)) or not callable(
-            getattr(resolver, "bind_arguments", None)
-        ):
-            raise ConfigurationError(
-                "job_invocation_resolver",
-                f"{type(resolver).__name__} cannot be used by the worker: it needs load() and "
-                "bind_arguments() (extend ratchet_core.invocation.DefaultJobInvocationResolver)",
-            )
+        if loader is None:
+            if not isinstance(resolver, TargetLoader):
+                raise ConfigurationError(
+                    "target_loader",
+                    f"{type(resolver).__name__} is not a TargetLoader: pass loader= (the "
+                    "container's target_loader provider does)",
+                )
+            loader = resolver
         self._store = store
         self._serializer = serializer
-        self._resolver: LoadingResolver = resolver  # type: ignore[assignment]
+        self._resolver: TargetLoader = loader
         self._class_policy = class_policy
         self._retry_policy = retry_policy
         self._sanitizer = error_sanitizer
@@ -378,8 +379,10 @@ class Worker:
     def stop(self, timeout: float | None = None) -> WorkerStats:
         """Stop gracefully: stop claiming, give back claimed jobs that have not started
         (``release_claim``), let running jobs finish for up to ``timeout`` seconds (default
-        ``worker.shutdown_timeout``), put jobs still running afterwards back to pending, write
-        pending completions and stop heartbeating. Idempotent; returns the final stats."""
+        ``worker.shutdown_timeout``), put jobs still running afterwards back to pending
+        (abandoned), write pending completions, stop heartbeating, delete this node's row (a
+        clean stop is not a death) and close the ``ClusterCoordinator``. Idempotent; returns
+        the final stats."""
         with self._lock:
             if self._state != "running":
                 return self._counters.snapshot()
@@ -418,6 +421,11 @@ class Worker:
         self._stop_loop()
         if self._maintenance is not None:
             self._maintenance.stop()
+            self._maintenance.deregister()
+        try:
+            self._cluster.close()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            _log.warning("closing the cluster coordinator failed", exc_info=True)
         remove = getattr(self._scheduler, "remove_local_wakeup_listener", None)
         if callable(remove):
             remove(self._on_local_wakeup)

@@ -82,6 +82,18 @@ class Maintenance:
             if thread is not threading.current_thread():
                 thread.join(timeout=10)
 
+    def deregister(self) -> None:
+        """Delete this node's row after a clean stop (heartbeats stopped), so that the next
+        recovery sweep does not report a dead node. Never raises (logged)."""
+        try:
+            self._store.delete_nodes_by_ids([self._identity.node_id])
+        except Exception as exc:  # noqa: BLE001 - the row then expires through recovery
+            _log.warning(
+                "removing the row of node %s failed (%s); it expires through recovery",
+                self._identity.node_id,
+                one_line(exc),
+            )
+
     def _liveness(self) -> None:
         # Nothing but heartbeats on this thread: a slow recovery sweep, a clock read or a log
         # handler must never make the node look dead to its peers.
