@@ -318,3 +318,33 @@ def test_config_provider_reads_profile_settings() -> None:
     assert provider.config_for(CircuitBreakerProfile.JOB).wait_duration_ms == 500
     assert provider.config_for(CircuitBreakerProfile.POLLER).minimum_calls == 7
     assert provider.is_enabled()
+
+
+def test_configs_copy_their_exception_lists() -> None:
+    record: list[type[BaseException]] = [OSError]
+    ignore: list[type[BaseException]] = [KeyError]
+    config = CircuitBreakerConfig(record_exceptions=record, ignore_exceptions=ignore)  # type: ignore[arg-type]
+    exception_filter = CircuitBreakerExceptionFilter(record=record, ignore=ignore)  # type: ignore[arg-type]
+    record.append(ValueError)
+    ignore.clear()
+    assert config.record_exceptions == (OSError,) and config.ignore_exceptions == (KeyError,)
+    assert exception_filter.record == (OSError,) and exception_filter.ignore == (KeyError,)
+
+
+def test_configs_with_different_predicates_are_not_equal() -> None:
+    def transient(exc: BaseException) -> bool:
+        return isinstance(exc, OSError)
+
+    def timeouts(exc: BaseException) -> bool:
+        return isinstance(exc, TimeoutError)
+
+    assert CircuitBreakerConfig(record_predicate=transient) != CircuitBreakerConfig(
+        record_predicate=timeouts
+    )
+    assert CircuitBreakerConfig(record_predicate=transient) == CircuitBreakerConfig(
+        record_predicate=transient
+    )
+    assert CircuitBreakerConfig(record_predicate=transient) != CircuitBreakerConfig()
+    assert CircuitBreakerExceptionFilter(predicate=transient) != CircuitBreakerExceptionFilter(
+        predicate=timeouts
+    )

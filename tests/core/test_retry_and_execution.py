@@ -192,3 +192,24 @@ def test_tag_affinity_refuses_a_tag_both_required_and_excluded() -> None:
                 {"node.tags.required": "gpu", "node.tags.excluded": "gpu"}
             )
         )
+
+
+def test_executor_threads_never_keep_the_process_alive() -> None:
+    """Job threads are daemons and not joined at exit: a job that never returns cannot hang a
+    stopping worker (issue 17)."""
+    executor = DefaultExecutorProvider().job_executor(1)
+    started = threading.Event()
+    release = threading.Event()
+
+    def job() -> bool:
+        started.set()
+        release.wait(5)
+        return threading.current_thread().daemon
+
+    future = executor.submit(job)
+    assert started.wait(5)
+    executor.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    assert future.result(timeout=5) is True
+    with pytest.raises(RuntimeError):
+        executor.submit(job)

@@ -245,3 +245,45 @@ def first_gated_then_slow(key: str, slow_ms: int) -> int:
     else:
         time.sleep(slow_ms / 1000)
     return number
+
+
+def endless(marker: str) -> None:
+    """Touches ``marker`` when it starts, then never returns (a job stuck in a loop)."""
+    import pathlib
+    import time
+
+    pathlib.Path(marker).touch()
+    while True:
+        time.sleep(0.05)
+
+
+def log_tracebacks(times: int) -> int:
+    """Logs ``times`` tracebacks through the standard ``logging`` module on the job's thread."""
+    import logging
+
+    log = logging.getLogger("tests.engine.jobs")
+    for n in range(times):
+        try:
+            raise RuntimeError(f"failure {n} inside a job")
+        except RuntimeError:
+            log.exception("job failure %d", n)
+    return times
+
+
+BREAKER_CALLS: list[int] = []
+
+
+def guarded_call(n: int) -> int:
+    """Decorated with ``@circuit_breaker(service="tests-guarded")`` below; records its calls."""
+    with _CALLS_LOCK:
+        BREAKER_CALLS.append(n)
+    return n
+
+
+def _guard() -> None:
+    from ratchet_core.invocation import circuit_breaker
+
+    circuit_breaker(service="tests-guarded")(guarded_call)
+
+
+_guard()

@@ -6,7 +6,7 @@ SPIs exchange. All classes are frozen attrs classes with keyword-only fields; us
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -357,6 +357,13 @@ class CircuitBreakerProfile(enum.StrEnum):
     """The breaker that guards the poller against a failing store."""
 
 
+def _classes(
+    value: Iterable[type[BaseException]],
+) -> tuple[type[BaseException], ...]:
+    """A copy as a tuple: a list mutated after construction does not change the config."""
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class CircuitBreakerExceptionFilter:
     """Decides whether a failure counts against a circuit breaker.
@@ -368,9 +375,10 @@ class CircuitBreakerExceptionFilter:
     (the predicate's error is attached to the original as a note).
     """
 
-    record: tuple[type[BaseException], ...] = ()
-    ignore: tuple[type[BaseException], ...] = ()
-    predicate: Callable[[BaseException], bool] | None = attrs.field(default=None, eq=False)
+    record: tuple[type[BaseException], ...] = attrs.field(default=(), converter=_classes)
+    ignore: tuple[type[BaseException], ...] = attrs.field(default=(), converter=_classes)
+    predicate: Callable[[BaseException], bool] | None = None
+    """Compared by identity: filters with different predicate callables are not equal."""
 
     def merge(self, other: CircuitBreakerExceptionFilter) -> CircuitBreakerExceptionFilter:
         """Union the class lists and OR the predicates."""
@@ -428,9 +436,10 @@ class CircuitBreakerConfig:
     wait_duration_ms: int = 30_000
     permitted_calls_in_half_open: int = 3
     minimum_calls: int = 10
-    record_exceptions: tuple[type[BaseException], ...] = ()
-    ignore_exceptions: tuple[type[BaseException], ...] = ()
-    record_predicate: Callable[[BaseException], bool] | None = attrs.field(default=None, eq=False)
+    record_exceptions: tuple[type[BaseException], ...] = attrs.field(default=(), converter=_classes)
+    ignore_exceptions: tuple[type[BaseException], ...] = attrs.field(default=(), converter=_classes)
+    record_predicate: Callable[[BaseException], bool] | None = None
+    """Compared by identity: configs with different predicate callables are not equal."""
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.failure_rate_threshold <= 100:

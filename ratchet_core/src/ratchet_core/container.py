@@ -50,6 +50,7 @@ from ratchet_api.spi import (
     RetryPolicy,
     SchedulerLifecycleHook,
     StartupCoordinator,
+    TargetLoader,
 )
 from ratchet_api.store.protocols import JobStore
 
@@ -124,6 +125,7 @@ SPI_BINDINGS: tuple[SpiBinding, ...] = (
     SpiBinding(PayloadSerializer, "payload_serializer"),
     SpiBinding(ResultPersistenceStrategy, "result_persistence_strategy"),
     SpiBinding(JobInvocationResolver, "job_invocation_resolver"),
+    SpiBinding(TargetLoader, "target_loader"),
     SpiBinding(LambdaAnalyzer, "lambda_analyzer"),
     SpiBinding(PreExecutionArgResolver, "pre_execution_arg_resolver"),
     SpiBinding(ExecutionTuningProvider, "execution_tuning_provider"),
@@ -285,6 +287,13 @@ class RatchetContainer(containers.DeclarativeContainer):
         class_policy=class_policy,
         bean_resolver=bean_resolver,
     )
+    target_loader = providers.Singleton(
+        lazy("ratchet_core.invocation.default_target_loader"),
+        resolver=job_invocation_resolver,
+        serializer=payload_serializer,
+        class_policy=class_policy,
+        bean_resolver=bean_resolver,
+    )
     lambda_analyzer = providers.Singleton(
         lazy("ratchet_core.invocation.DefaultLambdaAnalyzer"), resolver=job_invocation_resolver
     )
@@ -335,6 +344,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         store=job_store,
         settings=settings,
         resolver=job_invocation_resolver,
+        loader=target_loader,
         serializer=payload_serializer,
         class_policy=class_policy,
         after_commit=after_commit_registrar,
@@ -348,6 +358,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         settings=settings,
         serializer=payload_serializer,
         resolver=job_invocation_resolver,
+        loader=target_loader,
         class_policy=class_policy,
         retry_policy=retry_policy,
         error_sanitizer=error_sanitizer,
@@ -365,6 +376,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         result_persistence=result_persistence_strategy,
         arg_resolver=pre_execution_arg_resolver,
         resilience=resilience_strategy,
+        breaker_config=circuit_breaker_config_provider,
         scheduler=scheduler,
     )
 

@@ -36,7 +36,7 @@ from ratchet_api.errors import (
 )
 from ratchet_api.model import CircuitBreakerExceptionFilter, JobInvocation, LambdaDescriptor
 from ratchet_api.scheduler import JobContext
-from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
+from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer, TargetLoader
 from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import BeanResolver
 from ratchet_core.serialization import type_name, value_classes
@@ -703,6 +703,23 @@ def _positional_names(params: Sequence[inspect.Parameter], count: int) -> list[s
     return names
 
 
+def default_target_loader(
+    resolver: JobInvocationResolver,
+    serializer: PayloadSerializer,
+    class_policy: ClassPolicy,
+    bean_resolver: BeanResolver,
+) -> TargetLoader:
+    """The container's default ``TargetLoader``: the active ``JobInvocationResolver`` when it
+    is also a ``TargetLoader`` (the default resolver, or one extending it), else a
+    :class:`DefaultJobInvocationResolver` with the same collaborators (a resolver that
+    implements only ``resolve`` changes what is accepted at enqueue, not how jobs run)."""
+    if isinstance(resolver, TargetLoader):
+        return resolver
+    return DefaultJobInvocationResolver(
+        serializer=serializer, class_policy=class_policy, bean_resolver=bean_resolver
+    )
+
+
 class DefaultLambdaAnalyzer:
     """The compatibility ``LambdaAnalyzer``: the resolver's view of a callable without
     arguments. Refuses the same targets as the resolver (``InvalidTargetError``)."""
@@ -732,6 +749,7 @@ class DefaultLambdaAnalyzer:
 __all__ = [
     "CIRCUIT_BREAKER_ATTRIBUTE",
     "DefaultJobInvocationResolver",
+    "default_target_loader",
     "DefaultLambdaAnalyzer",
     "LoadedTarget",
     "circuit_breaker",

@@ -28,7 +28,12 @@ from ratchet_api.errors import (
 )
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobInvocation, JobPriority, JobResult, JobStatus, utc_now
-from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
+from ratchet_api.spi.payload import (
+    BulkJobInvocationResolver,
+    JobInvocationResolver,
+    PayloadSerializer,
+    TargetLoader,
+)
 from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import (
     AfterCommitRegistrar,
@@ -43,7 +48,6 @@ from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.config import parse_int, register_key
-from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
 
 DEFAULT_MAX_RETRIES = register_key(
@@ -54,6 +58,14 @@ DEFAULT_MAX_RETRIES = register_key(
         "Retries after the first attempt for jobs that do not set max_retries.",
     )
 )
+
+
+AFTER_COMMIT_UNAVAILABLE = "after_commit_unavailable"
+"""``local_wakeup`` reason when the after-commit hook of an enqueue could not be registered."""
+
+
+def _as_loader(resolver: JobInvocationResolver) -> TargetLoader | None:
+    return resolver if isinstance(resolver, TargetLoader) else None
 
 
 class SchedulerService:
@@ -71,10 +83,13 @@ class SchedulerService:
         cluster: ClusterCoordinator,
         node_identity: NodeIdentityProvider,
         metrics: MetricsCollector,
+        loader: TargetLoader | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._resolver = resolver
+        # validates submitted invocations (restores every argument) before they are stored
+        self._loader = loader if loader is not None else _as_loader(resolver)
         self._serializer = serializer
         self._policy = class_policy
         self._after_commit = after_commit
@@ -156,7 +171,7 @@ class SchedulerService:
                     f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
                 )
             items.append(args)
-        if isinstance(self._resolver, DefaultJobInvocationResolver):
+        if isinstance(self._resolver, BulkJobInvocationResolver):
             invocations = self._resolver.resolve_many(fn, items)
         else:
             invocations = []
@@ -186,10 +201,10 @@ class SchedulerService:
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         if not isinstance(invocation, JobInvocation):
             raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
-        if isinstance(self._resolver, DefaultJobInvocationResolver):
-            loaded = self._resolver.load(invocation)
+        if self._loader is not None:
+            loaded = self._loader.load(invocation)
             # restores every argument from the hints: bad payloads fail here, not in a worker
-            self._resolver.bind_arguments(loaded, invocation, None)
+            self._loader.bind_arguments(loaded, invocation, None)
         else:
             encode_invocation(invocation)
         return self._insert(invocation, options)
@@ -260,11 +275,13 @@ class SchedulerService:
         if result is AfterCommitResult.NO_ACTIVE_TRANSACTION:
             wake()
         elif result is AfterCommitResult.REGISTRATION_FAILED:
-            logger.debug(
-                "no after-commit hook for {}: job {} is found by polling instead of a wake-up",
-                type(options.transaction).__name__,
+            logger.warning(
+                "job {}: the after-commit hook could not be registered on {} (the "
+                "AfterCommitRegistrar does not know it); no wake-up, the job is found by polling",
                 job.id,
+                type(options.transaction).__name__,
             )
+            self._metrics.local_wakeup(AFTER_COMMIT_UNAVAILABLE)
 
     def _wake(
         self, priority: JobPriority, execution_target: str | None, *, inserted: bool = False

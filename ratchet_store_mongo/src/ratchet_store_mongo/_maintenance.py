@@ -49,12 +49,17 @@ class JobMaintenanceMixin(JobsMixin):
         return self._swap(job_id, expected, values, now=("finished_at",) if new.is_terminal else ())
 
     @translated("release_claim")
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+    ) -> bool:
+        values: Doc = {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None}
+        if run_at is not None:
+            values["scheduled_at"] = to_bson_datetime(run_at, "run_at")
         return self._fenced_update(
             job_id,
             claim_seq,
             set_stage(
-                {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
+                values,
                 now=("updated_at",),
                 attempt={"$max": [0, {"$subtract": ["$attempt", 1]}]},
             ),

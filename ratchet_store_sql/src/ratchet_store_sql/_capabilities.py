@@ -640,6 +640,8 @@ _PG_EXECUTION_COLUMNS = {
     "finished_at": "timestamp",
     "duration_ms": "bigint",
     "error": "text",
+    "traceback": "text",
+    "superseded": "boolean",
 }
 _PG_STAMPS = {"started_at", "finished_at"}
 _PG_SAVE_EXECUTIONS = sa.text(

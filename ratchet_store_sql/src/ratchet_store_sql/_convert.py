@@ -252,6 +252,8 @@ def execution_to_row(rec: ExecutionRecord) -> dict[str, Any]:
         "finished_at": rec.finished_at,
         "duration_ms": rec.duration_ms,
         "error": rec.error,
+        "traceback": rec.traceback,
+        "superseded": rec.superseded,
     }
 
 
@@ -266,6 +268,8 @@ def row_to_execution(row: Row) -> ExecutionRecord:
         finished_at=row["finished_at"],
         duration_ms=row["duration_ms"],
         error=row["error"],
+        traceback=row["traceback"],
+        superseded=bool(row["superseded"]),
     )
 
 

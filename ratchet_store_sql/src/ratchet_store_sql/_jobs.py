@@ -550,19 +550,20 @@ class JobOperations(SqlBase):
             extra["owner"] = None
         return self._swap("compare_and_swap_status", job_id, expected_s, new_s, **extra)
 
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
-        return self._fenced(
-            "release_claim",
-            job_id,
-            claim_seq,
-            {
-                "status": PENDING,
-                "attempt": sa.case((J.c.attempt > 0, J.c.attempt - 1), else_=0),
-                "owner": None,
-                "started_at": None,
-                "heartbeat_at": None,
-            },
-        )
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+    ) -> bool:
+        require_utc(run_at, "run_at")
+        values: dict[str, Any] = {
+            "status": PENDING,
+            "attempt": sa.case((J.c.attempt > 0, J.c.attempt - 1), else_=0),
+            "owner": None,
+            "started_at": None,
+            "heartbeat_at": None,
+        }
+        if run_at is not None:
+            values["scheduled_at"] = run_at
+        return self._fenced("release_claim", job_id, claim_seq, values)
 
     @retry_conflicts
     def reset_running_jobs(self, node_id: str) -> int:

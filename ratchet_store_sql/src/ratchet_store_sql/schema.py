@@ -246,6 +246,8 @@ executions = sa.Table(
     sa.Column("finished_at", UtcDateTime(), nullable=True),
     sa.Column("duration_ms", sa.BigInteger(), nullable=True),
     sa.Column("error", long_text(), nullable=True),
+    sa.Column("traceback", long_text(), nullable=True),
+    sa.Column("superseded", sa.Boolean(), nullable=False, server_default=sa.false()),
 )
 sa.Index("ix_ratchet_executions_job_id_attempt", executions.c.job_id, executions.c.attempt)
 

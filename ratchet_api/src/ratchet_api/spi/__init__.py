@@ -5,13 +5,16 @@ An SPI is replaced by registering an alternative with a priority on the Ratchet 
 """
 
 from ratchet_api.spi.payload import (
+    BulkJobInvocationResolver,
     JobInvocationResolver,
     KeyProvider,
     LambdaAnalyzer,
+    LoadedJobTarget,
     PayloadEncryption,
     PayloadSerializer,
     PreExecutionArgResolver,
     ResultPersistenceStrategy,
+    TargetLoader,
 )
 from ratchet_api.spi.policies import (
     CircuitBreakerConfigProvider,
@@ -54,7 +57,10 @@ __all__ = [
     "ErrorSanitizer",
     "ExecutionTuningProvider",
     "ExecutorProvider",
+    "BulkJobInvocationResolver",
     "JobInvocationResolver",
+    "LoadedJobTarget",
+    "TargetLoader",
     "JobLogger",
     "JobLoggerFactory",
     "KeyProvider",

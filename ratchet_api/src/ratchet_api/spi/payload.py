@@ -7,6 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from ratchet_api.model import (
+    CircuitBreakerExceptionFilter,
     EncryptionContext,
     EncryptionKey,
     JobInvocation,
@@ -32,6 +33,65 @@ class JobInvocationResolver(Protocol):
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> JobInvocation: ...
+
+
+@runtime_checkable
+class BulkJobInvocationResolver(Protocol):
+    """A ``JobInvocationResolver`` that can also vet one target once for many argument tuples
+    (``enqueue_many`` uses it when the active resolver offers it, else calls ``resolve`` per
+    tuple)."""
+
+    def resolve_many(
+        self, target: Callable[..., Any], arg_tuples: Sequence[Sequence[Any]]
+    ) -> list[JobInvocation]:
+        """One invocation per tuple; errors name the index of the failing tuple."""
+        ...
+
+
+@runtime_checkable
+class LoadedJobTarget(Protocol):
+    """A job target located and re-checked at dispatch by a ``TargetLoader``.
+
+    ``owner_class`` is set for a method of a container-provided class: the worker acquires an
+    instance with ``BeanResolver.acquire(owner_class)`` and calls
+    ``function(instance, *args, **kwargs)``. ``circuit_breaker`` is ``(service, filter)`` from
+    ``@circuit_breaker`` or None; ``context_parameters`` names the parameters that receive the
+    ``JobContext`` (empty: no context is built)."""
+
+    @property
+    def function(self) -> Callable[..., Any]: ...
+
+    @property
+    def owner_class(self) -> type | None: ...
+
+    @property
+    def is_async(self) -> bool: ...
+
+    @property
+    def circuit_breaker(self) -> tuple[str, CircuitBreakerExceptionFilter | None] | None: ...
+
+    @property
+    def context_parameters(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class TargetLoader(Protocol):
+    """The dispatch side of job targets: what the worker needs to run a stored invocation.
+    Thread safe.
+
+    ``load`` imports the target again and repeats the enqueue-time checks (importable, public,
+    not a lambda, classes allowed by the ``ClassPolicy``, parameter list unchanged). It raises
+    ``TargetNotImportableError`` when the target cannot be imported here (a failed attempt,
+    retried) and ``InvalidTargetError``, ``ClassNotAllowedError`` or ``PayloadError`` when the
+    job must never run as stored (dead letter). ``bind_arguments`` restores the stored arguments
+    from the target's type hints and adds ``context`` to the parameters that ask for it; it
+    raises ``PayloadError`` naming the argument that cannot be restored."""
+
+    def load(self, invocation: JobInvocation) -> LoadedJobTarget: ...
+
+    def bind_arguments(
+        self, loaded: Any, invocation: JobInvocation, context: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
 
 
 @runtime_checkable
@@ -116,7 +176,10 @@ class KeyProvider(Protocol):
 
 
 __all__ = [
+    "BulkJobInvocationResolver",
     "JobInvocationResolver",
+    "LoadedJobTarget",
+    "TargetLoader",
     "KeyProvider",
     "LambdaAnalyzer",
     "PayloadEncryption",

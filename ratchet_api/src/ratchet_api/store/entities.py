@@ -214,7 +214,15 @@ class LockEntity:
 
 @attrs.frozen(kw_only=True)
 class ExecutionRecord:
-    """One execution attempt of a job, kept by ``JobAuditStore``."""
+    """One execution attempt of a job, kept by ``JobAuditStore``.
+
+    ``status`` is the outcome the attempt reached (SUCCEEDED, or FAILED for a failed attempt,
+    whether retried or dead-lettered). ``superseded`` is True when that outcome was **not**
+    written because the attempt's claim had been superseded meanwhile (the job was cancelled,
+    or recovered and claimed again, while it ran): only the attempt whose fenced write applied
+    has ``superseded`` False. ``error`` is the sanitized message of a failed attempt,
+    ``traceback`` its sanitized traceback (``ErrorSanitizer.sanitize_traceback``) or None.
+    """
 
     id: UUID = attrs.field(factory=uuid7)
     job_id: UUID
@@ -225,6 +233,8 @@ class ExecutionRecord:
     finished_at: datetime | None = attrs.field(default=None, validator=_utc)
     duration_ms: int | None = None
     error: str | None = None
+    traceback: str | None = None
+    superseded: bool = False
 
 
 class LogLevel(enum.StrEnum):

@@ -165,9 +165,13 @@ class JobBatchStatusStore(Protocol):
         """Set ``new`` only if the current status is ``expected``. REQUIRED."""
         ...
 
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+    ) -> bool:
         """Fenced RUNNING -> PENDING without counting the attempt (``attempt - 1``), for jobs
-        claimed but never started (graceful shutdown). REQUIRED."""
+        claimed but never started (graceful shutdown, a call refused by an open circuit
+        breaker). With ``run_at`` (timezone-aware UTC) the job is due again only then
+        (``scheduled_at = run_at``); without it its ``scheduled_at`` is unchanged. REQUIRED."""
         ...
 
     def reset_running_jobs(self, node_id: str) -> int:

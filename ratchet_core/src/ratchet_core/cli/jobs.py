@@ -158,6 +158,8 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
                 "node": e.node_id,
                 "duration_ms": e.duration_ms,
                 "error": e.error,
+                "traceback": e.traceback,
+                "superseded": e.superseded,
             }
             for e in executions
         ]
@@ -184,12 +186,17 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         for e in executions:
             history.add_row(
                 str(e.attempt),
-                e.status.value,
+                f"{e.status.value} (superseded)" if e.superseded else e.status.value,
                 e.node_id,
                 f"{e.duration_ms} ms" if e.duration_ms is not None else "-",
                 _short(e.error, 80),
             )
         out.print(history)
+        failed = [e for e in executions if e.traceback]
+        if failed:
+            last = failed[-1]
+            out.print(f"[bold]traceback of attempt {last.attempt}[/]")
+            out.print(last.traceback, markup=False, highlight=False)
     if logs:
         out.print("[bold]log[/]")
         for line in logs:

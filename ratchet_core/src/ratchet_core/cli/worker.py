@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -34,16 +36,22 @@ def _status_line(worker: Any, started: float) -> Any:
 def _summary(stats: Any) -> str:
     return (
         f"claimed {stats.claimed}, succeeded {stats.succeeded}, failed {stats.failed}, "
-        f"retried {stats.retried}, released {stats.released}, stale {stats.stale}"
+        f"retried {stats.retried}, released {stats.released}, stale {stats.stale}, "
+        f"abandoned {stats.abandoned}"
     )
 
 
 def _configure_logging(level: str) -> None:
     from rich.logging import RichHandler
 
+    from ratchet_core.logs import start_queued_logging
+
     handler = RichHandler(console=_stderr(), show_path=False, rich_tracebacks=True)
-    # Libraries (alembic, drivers) log at WARNING; Ratchet's own loggers at the chosen level.
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    # Rendering (seconds per rich traceback) happens on a listener thread, never on the
+    # heartbeat, completion or job threads that log. Libraries (alembic, drivers) log at
+    # WARNING; Ratchet's own loggers at the chosen level.
+    start_queued_logging([handler], level=logging.WARNING)
     logging.getLogger("ratchet").setLevel(level.upper())
 
 
@@ -178,7 +186,30 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
             live.stop()
         _close(container)
     click.echo(f"worker {worker.node_id} stopped: {_summary(stats)}", err=True)
+    if stats.abandoned:
+        # Threads of abandoned jobs are still inside the job: exit without waiting for them
+        # (an ExecutorProvider's pool may have non-daemon threads that the interpreter joins).
+        click.echo(
+            f"worker {worker.node_id}: {stats.abandoned} jobs were abandoned at shutdown "
+            "(put back to pending); exiting with code 3",
+            err=True,
+        )
+        _flush_logging()
+        os._exit(ABANDONED_EXIT_CODE)
     ctx.exit(exit_code)
+
+
+ABANDONED_EXIT_CODE = 3
+"""Exit code of ``ratchet worker`` when jobs were still running after the shutdown timeout."""
+
+
+def _flush_logging() -> None:
+    from ratchet_core.logs import flush_queued_logging
+
+    flush_queued_logging()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
 
 
 def _close(container: Any) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from uuid import UUID
 
 from ratchet_api.model import JobInvocation, PollingConfig, ThreadingMode
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
 from ratchet_core.config import parse_int, register_key, register_pattern
+from ratchet_core.defaults.job_threads import DaemonThreadPool
 
 WORKER_CONCURRENCY = register_key(
     RatchetConfigKey(
@@ -129,17 +129,19 @@ class DefaultPollingStrategyProvider:
 
 
 class DefaultExecutorProvider:
-    """A ``ThreadPoolExecutor`` per request, threads named ``ratchet-job-<n>_<i>`` so that
-    thread dumps and logs show which pool a thread belongs to."""
+    """A :class:`~ratchet_core.defaults.job_threads.DaemonThreadPool` per request (daemon
+    threads: a job still running after ``worker.shutdown_timeout`` never keeps the process
+    alive), threads named ``ratchet-job-<n>_<i>`` so that thread dumps and logs show which pool
+    a thread belongs to."""
 
     def __init__(self, thread_name_prefix: str = "ratchet-job") -> None:
         self._prefix = thread_name_prefix
         self._counter = itertools.count(1)
 
-    def job_executor(self, max_workers: int) -> ThreadPoolExecutor:
+    def job_executor(self, max_workers: int) -> DaemonThreadPool:
         if max_workers < 1:
             raise ValueError(f"max_workers must be >= 1, got {max_workers}")
-        return ThreadPoolExecutor(
+        return DaemonThreadPool(
             max_workers=max_workers, thread_name_prefix=f"{self._prefix}-{next(self._counter)}"
         )
 

@@ -19,10 +19,12 @@ from uuid import UUID
 
 import attrs
 
-from ratchet_api.errors import StoreError
+from ratchet_api.model import JobType
 from ratchet_api.spi.runtime import MetricsCollector
 from ratchet_api.store.entities import Completion, ExecutionRecord
 from ratchet_api.store.protocols import JobAuditStore, JobStore
+from ratchet_core.logs import one_line
+from ratchet_core.worker.store_retry import retry_transient, transient_predicate
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -36,10 +38,12 @@ class PendingCompletion:
     completion: Completion
     record: ExecutionRecord | None
     token: Any = None
+    job_type: JobType = JobType.STANDARD
 
 
-FlushCallback = Callable[[Sequence[PendingCompletion], set[UUID]], None]
-"""Called after each flush with the flushed items and the ids whose write applied."""
+FlushCallback = Callable[[Sequence[PendingCompletion], list[PendingCompletion]], None]
+"""Called after each flush with the flushed items and the items whose fenced write applied
+(for one job at most one: its latest claim)."""
 
 
 class CompletionBatcher:
@@ -47,9 +51,11 @@ class CompletionBatcher:
 
     A flush happens ``interval`` seconds after the first completion of a batch arrived, or at
     once when ``batch_size`` completions are waiting. A transient store failure retries the
-    batch with backoff; a batch that keeps failing is written job by job, and jobs that still
-    cannot be written stay RUNNING for the recovery sweep (the job then runs again: delivery is
-    at least once).
+    batch with backoff (``success_finalization_retried`` per job once it applied); a batch that
+    keeps failing is written job by job, a result the store refuses is dropped
+    (``success_finalization_minimal``), and jobs that still cannot be written stay RUNNING
+    (``success_finalization_stuck``): the worker stops heartbeating them and the stale-job sweep
+    puts them back (the job then runs again: delivery is at least once).
     """
 
     def __init__(
@@ -70,6 +76,7 @@ class CompletionBatcher:
         self._metrics = metrics
         self._audit = audit
         self._store_name = store_name
+        self._is_transient = transient_predicate(store)
         self._items: list[PendingCompletion] = []
         self._cond = threading.Condition()
         self._closed = False
@@ -132,74 +139,123 @@ class CompletionBatcher:
                     self._flushing = 0
 
     def _flush(self, batch: list[PendingCompletion]) -> None:
-        completions = [item.completion for item in batch]
-        applied = self._write_batch(completions)
-        if applied is None:
-            applied = self._write_one_by_one(batch)
+        # Two completions of one job in a batch: the job was recovered as ours and ran again.
+        # Only the latest claim can apply; the earlier attempt is superseded, never counted
+        # or audited as the success.
+        latest: dict[UUID, PendingCompletion] = {}
+        for item in batch:
+            current = latest.get(item.completion.job_id)
+            if current is None or item.completion.claim_seq > current.completion.claim_seq:
+                latest[item.completion.job_id] = item
+        kept = list(latest.values())
+        applied_ids = self._write_batch(kept)
+        if applied_ids is None:
+            applied_ids = self._write_one_by_one(kept)
+        applied = [item for item in kept if item.completion.job_id in applied_ids]
         if self._audit is not None:
-            records = [
-                i.record for i in batch if i.record is not None and i.completion.job_id in applied
-            ]
-            if records:
-                self._save_records(records)
+            self._save_records(superseded_records(batch, applied))
         self._on_flushed(batch, applied)
 
     def _give_up(self, batch: list[PendingCompletion]) -> None:
         """Report ``batch`` as not written, so the worker stops owning (and heartbeating) the
         jobs: recovery then runs them again instead of them staying RUNNING forever."""
+        for item in batch:
+            self._metrics.success_finalization_stuck(item.completion.job_id, item.job_type)
         try:
-            self._on_flushed(batch, set())
+            self._on_flushed(batch, [])
         except Exception:  # noqa: BLE001 - the flusher must survive anything
             _log.exception("reporting %d unwritten completions failed", len(batch))
 
-    def _write_batch(self, completions: list[Completion]) -> set[UUID] | None:
-        delay = 0.05
-        for attempt in range(1, _MAX_FLUSH_TRIES + 1):
+    def _write_batch(self, kept: list[PendingCompletion]) -> set[UUID] | None:
+        """One ``mark_succeeded_many``, retried while its error is transient; the ids it
+        applied, or None when it failed for good (then written one by one)."""
+        completions = [item.completion for item in kept]
+        retried = False
+
+        def write() -> set[UUID]:
             started = time.perf_counter()
             try:
                 applied = self._store.mark_succeeded_many(completions)
-            except StoreError as exc:
+            except Exception:
                 self._timing("mark_succeeded_many", "failure", started)
-                if not exc.retryable or attempt == _MAX_FLUSH_TRIES:
-                    _log.warning(
-                        "batched completion write of %d jobs failed (%s); writing them one by one",
-                        len(completions),
-                        exc,
-                    )
-                    return None
-                _log.info("transient failure writing completions (%s); retrying", exc)
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            except Exception:  # noqa: BLE001 - not a StoreError (a store's bug): not retried
-                self._timing("mark_succeeded_many", "failure", started)
-                _log.warning(
-                    "batched completion write of %d jobs failed; writing them one by one",
-                    len(completions),
-                    exc_info=True,
-                )
-                return None
+                raise
             self._timing("mark_succeeded_many", "success", started)
             return applied
-        return None
 
-    def _write_one_by_one(self, batch: list[PendingCompletion]) -> set[UUID]:
+        def note_retry(attempt: int, exc: BaseException) -> None:
+            nonlocal retried
+            retried = True
+            _log.info("transient failure writing completions (%s); retrying", one_line(exc))
+
+        try:
+            applied = retry_transient(
+                write, is_retryable=self._is_transient, tries=_MAX_FLUSH_TRIES, on_retry=note_retry
+            )
+        except Exception as exc:  # noqa: BLE001 - then job by job
+            _log.warning(
+                "batched completion write of %d jobs failed (%s); writing them one by one",
+                len(completions),
+                one_line(exc),
+            )
+            return None
+        if retried:
+            for item in kept:
+                if item.completion.job_id in applied:
+                    self._metrics.success_finalization_retried(
+                        item.completion.job_id, item.job_type
+                    )
+        return applied
+
+    def _write_one_by_one(self, kept: list[PendingCompletion]) -> set[UUID]:
+        """The fallback of a failed batch: each success alone; a result the store refuses
+        (not a transient error) is dropped and the job marked SUCCEEDED without it (minimal
+        finalization); a job that still cannot be written stays RUNNING (stuck): the worker
+        stops heartbeating it and the stale-job sweep puts it back."""
         applied: set[UUID] = set()
-        for item in batch:
+        for item in kept:
             c = item.completion
             try:
-                if self._store.mark_succeeded(c.job_id, c.claim_seq, c.result):
+                if self._finalize_one(item):
                     applied.add(c.job_id)
-            except Exception:  # noqa: BLE001 - leave the job RUNNING for recovery
-                _log.exception(
-                    "job %s succeeded but its completion cannot be written; it stays RUNNING "
-                    "and will run again after recovery",
+            except Exception as exc:  # noqa: BLE001 - leave the job RUNNING for recovery
+                self._metrics.success_finalization_stuck(c.job_id, item.job_type)
+                _log.error(
+                    "job %s succeeded but its completion cannot be written (%s); it stays "
+                    "RUNNING and runs again after the stale-job sweep",
                     c.job_id,
+                    one_line(exc),
                 )
+        return applied
+
+    def _finalize_one(self, item: PendingCompletion) -> bool:
+        c = item.completion
+        try:
+            return retry_transient(
+                lambda: self._store.mark_succeeded(c.job_id, c.claim_seq, c.result),
+                is_retryable=self._is_transient,
+            )
+        except Exception as exc:
+            if self._is_transient(exc) or c.result is None:
+                raise
+            reason = one_line(exc)
+        applied = retry_transient(
+            lambda: self._store.mark_succeeded(c.job_id, c.claim_seq, None),
+            is_retryable=self._is_transient,
+        )
+        if applied:
+            self._metrics.success_finalization_minimal(c.job_id, item.job_type)
+            _log.warning(
+                "job %s succeeded but its result could not be stored (%s); marked SUCCEEDED "
+                "without a result",
+                c.job_id,
+                reason,
+            )
         return applied
 
     def _save_records(self, records: list[ExecutionRecord]) -> None:
         assert self._audit is not None
+        if not records:
+            return
         started = time.perf_counter()
         try:
             self._audit.save_executions(records)
@@ -218,4 +274,16 @@ class CompletionBatcher:
             _log.debug("metrics store_operation failed", exc_info=True)
 
 
-__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion"]
+def superseded_records(
+    batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+) -> list[ExecutionRecord]:
+    """The execution records of ``batch``: ``superseded`` unless the item's write applied."""
+    written = {id(item) for item in applied}
+    return [
+        item.record if id(item) in written else attrs.evolve(item.record, superseded=True)
+        for item in batch
+        if item.record is not None
+    ]
+
+
+__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion", "superseded_records"]

@@ -26,8 +26,12 @@ and counted as stale; it never overwrites the newer state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
@@ -35,7 +39,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 from uuid import UUID
 
 import attrs
@@ -60,6 +64,7 @@ from ratchet_api.model import (
 from ratchet_api.scheduler import JobContext
 from ratchet_api.spi import (
     BeanResolver,
+    CircuitBreakerConfigProvider,
     ClassPolicy,
     ClusterCoordinator,
     ErrorSanitizer,
@@ -80,6 +85,7 @@ from ratchet_api.spi import (
     RetryPolicy,
     SchedulerLifecycleHook,
     StartupCoordinator,
+    TargetLoader,
 )
 from ratchet_api.store.entities import Completion, ExecutionRecord, JobEntity, JobQuery
 from ratchet_api.store.protocols import (
@@ -89,6 +95,8 @@ from ratchet_api.store.protocols import (
     JobStore,
 )
 from ratchet_core.context import RunningJobContext
+from ratchet_core.defaults.execution import concurrency_key
+from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
@@ -99,18 +107,17 @@ from ratchet_core.worker.execution import (
     RELEASED,
     RUNNING,
     ClaimedJob,
-    LoadingResolver,
 )
 from ratchet_core.worker.maintenance import Maintenance
+from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
+from ratchet_core.worker.store_retry import retry_transient, transient_predicate
 
 _log = logging.getLogger("ratchet.worker")
 
 _REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
 """Dispatch-time refusals: the job can never run as stored, so it is not retried."""
-
-_WRITE_TRIES = 4
 
 _JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
 """What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
@@ -185,6 +192,7 @@ class Worker:
         settings: RatchetConfig,
         serializer: PayloadSerializer,
         resolver: JobInvocationResolver,
+        loader: TargetLoader | None = None,
         class_policy: ClassPolicy,
         retry_policy: RetryPolicy,
         error_sanitizer: ErrorSanitizer,
@@ -204,18 +212,19 @@ class Worker:
         resilience: ResilienceStrategy,
         scheduler: Any = None,
         worker_settings: WorkerSettings | None = None,
+        breaker_config: CircuitBreakerConfigProvider | None = None,
     ) -> None:
-        if not callable(getattr(resolver, "load", None)) or not callable(
-            getattr(resolver, "bind_arguments", None)
-        ):
-            raise ConfigurationError(
-                "job_invocation_resolver",
-                f"{type(resolver).__name__} cannot be used by the worker: it needs load() and "
-                "bind_arguments() (extend ratchet_core.invocation.DefaultJobInvocationResolver)",
-            )
+        if loader is None:
+            if not isinstance(resolver, TargetLoader):
+                raise ConfigurationError(
+                    "target_loader",
+                    f"{type(resolver).__name__} is not a TargetLoader: pass loader= (the "
+                    "container's target_loader provider does)",
+                )
+            loader = resolver
         self._store = store
         self._serializer = serializer
-        self._resolver: LoadingResolver = resolver  # type: ignore[assignment]
+        self._resolver: TargetLoader = loader
         self._class_policy = class_policy
         self._retry_policy = retry_policy
         self._sanitizer = error_sanitizer
@@ -236,6 +245,8 @@ class Worker:
         self._arg_resolver = arg_resolver
         self._resilience = resilience
         self._scheduler = scheduler
+        self._config = settings
+        self._guard = PollerGuard(self.node_id, breaker_config, self._metrics)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
 
@@ -243,6 +254,7 @@ class Worker:
         self._extension = store.capability(JobExtensionStore)
         self._query = store.capability(JobQueryStore)
         self._store_name = type(store).__name__
+        self._is_transient = transient_predicate(store)
 
         self._inline = tuning.default_threading_mode() is ThreadingMode.INLINE
         self._sync_limit = tuning.max_concurrency("sync", s.concurrency)
@@ -367,8 +379,10 @@ class Worker:
     def stop(self, timeout: float | None = None) -> WorkerStats:
         """Stop gracefully: stop claiming, give back claimed jobs that have not started
         (``release_claim``), let running jobs finish for up to ``timeout`` seconds (default
-        ``worker.shutdown_timeout``), put jobs still running afterwards back to pending, write
-        pending completions and stop heartbeating. Idempotent; returns the final stats."""
+        ``worker.shutdown_timeout``), put jobs still running afterwards back to pending
+        (abandoned), write pending completions, stop heartbeating, delete this node's row (a
+        clean stop is not a death) and close the ``ClusterCoordinator``. Idempotent; returns
+        the final stats."""
         with self._lock:
             if self._state != "running":
                 return self._counters.snapshot()
@@ -390,6 +404,16 @@ class Worker:
             leftovers = [j for j in self._owned.values() if j.state == RUNNING]
         for job in leftovers:
             self._requeue_interrupted(job)
+        if leftovers:
+            self._counters.add("abandoned", len(leftovers))
+            _log.error(
+                "worker %s: %d jobs still running after the shutdown timeout (%gs) were "
+                "abandoned and put back to pending: %s",
+                self.node_id,
+                len(leftovers),
+                limit,
+                ", ".join(f"{j.entity.id} ({j.entity.target})" for j in leftovers),
+            )
         if self._batcher is not None:
             self._batcher.close()
         if self._executor is not None:
@@ -397,9 +421,10 @@ class Worker:
         self._stop_loop()
         if self._maintenance is not None:
             self._maintenance.stop()
-        try:  # its listener connection and threads (issue 15: not only the CLI closes it)
+            self._maintenance.deregister()
+        try:
             self._cluster.close()
-        except Exception:  # noqa: BLE001 - a transport failing to close must not fail the stop
+        except Exception:  # noqa: BLE001 - best effort on the way out
             _log.warning("closing the cluster coordinator failed", exc_info=True)
         remove = getattr(self._scheduler, "remove_local_wakeup_listener", None)
         if callable(remove):
@@ -426,12 +451,20 @@ class Worker:
     def run_forever(self, *, install_signal_handlers: bool = True) -> WorkerStats:
         """Start and block until SIGTERM/SIGINT (or ``request_stop``), then stop gracefully.
         Signal handlers are installed only when called from the main thread; the previous
-        handlers are restored afterwards."""
+        handlers are restored afterwards. A second SIGTERM/SIGINT while stopping ends the
+        process at once (``os._exit(128 + signal number)``)."""
         previous: dict[int, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            received: list[int] = []
 
             def handler(signum: int, frame: FrameType | None) -> None:
-                _log.info("signal %s received: stopping gracefully", signal.Signals(signum).name)
+                name = signal.Signals(signum).name
+                if received:
+                    _exit_now(signum, name)
+                received.append(signum)
+                _log.info(
+                    "signal %s received: stopping gracefully (send it again to exit at once)", name
+                )
                 self._stop_requested.set()
 
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -556,7 +589,6 @@ class Worker:
         strategy = self._polling.create(self.settings.polling)
         batch = self.settings.claim_batch_size
         max_wait = self.settings.polling.max_interval.total_seconds()
-        failures = 0
         while not self._stopping:
             free = self._capacity - self._active
             if free <= 0 or (self._active >= self._busy_at and free < self._watermark):
@@ -571,16 +603,20 @@ class Worker:
                 self._slot_waiting = False
                 continue
             want = min(free, batch)
+            open_for = self._guard.open_for()
+            if open_for:
+                self._wake.wait(min(open_for, max_wait * 5))
+                self._wake.clear()
+                continue
             self._wakeup_requested = False
             try:
-                claimed = self._claim(want)
-                failures = 0
+                claimed = self._guard.claim(functools.partial(self._claim, want))
+            except CircuitBreakerOpenError:
+                continue
             except Exception as exc:  # noqa: BLE001 - the poller must survive store outages
-                failures += 1
-                reason = type(exc).__name__
-                self._metrics.claim_transient_failure(reason)
-                pause = min(0.1 * 2**failures, 5.0)
-                _log.warning("claiming jobs failed (%s); retrying in %.1fs", exc, pause)
+                self._metrics.claim_transient_failure(type(exc).__name__)
+                pause = strategy.next_delay(0, free).total_seconds()
+                _log.warning("claiming jobs failed (%s); retrying in %.1fs", one_line(exc), pause)
                 self._wake.wait(pause)
                 self._wake.clear()
                 continue
@@ -648,9 +684,7 @@ class Worker:
         with self._lock:
             gate = self._gates.get(job.gate)
             if gate is None:
-                gate = self._gates[job.gate] = _Gate(
-                    self._tuning.max_concurrency(job.gate, self.settings.concurrency)
-                )
+                gate = self._gates[job.gate] = self._new_gate(job.gate)
             if gate.running >= gate.limit:
                 gate.waiting.append(job)
                 return
@@ -662,6 +696,21 @@ class Worker:
                 if job.state == QUEUED:
                     gate.running -= 1
             raise
+
+    def _new_gate(self, label: str) -> _Gate:
+        """The gate of an execution target label: ``worker.concurrency.<label>``, else the
+        default concurrency (reported once as ``execution_target_fallback``)."""
+        limit = self._tuning.max_concurrency(label, self.settings.concurrency)
+        if self._config.raw(concurrency_key(label)) is None:
+            self._metrics.execution_target_fallback(label, "default")
+            _log.info(
+                "execution target %r has no worker.concurrency.%s; it runs with the default "
+                "concurrency %d",
+                label,
+                label,
+                limit,
+            )
+        return _Gate(limit)
 
     def _abandon(self, entity: JobEntity) -> None:
         """Give back the claim of a job whose acceptance failed before it started: fenced
@@ -755,9 +804,60 @@ class Worker:
         job.started_at = datetime.now(UTC)
         job.started_mono = time.perf_counter()
         self._counters.add("running")
+        if self._circuit_open(job):
+            return False
         entity = job.entity
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
+
+    def _circuit_open(self, job: ClaimedJob) -> bool:
+        """Advisory pre-check of the target's circuit breaker: when the circuit rejects calls
+        now, the job is given back without counting the attempt, due again after the
+        strategy's ``get_retry_delay`` (the breaker re-checks the call anyway)."""
+        breaker = job.loaded.circuit_breaker
+        if breaker is None:
+            return False
+        try:
+            available = self._resilience.is_service_available(breaker[0])
+        except Exception:  # noqa: BLE001 - advisory: the call itself is still guarded
+            _log.warning("is_service_available(%r) failed", breaker[0], exc_info=True)
+            return False
+        if available:
+            return False
+        self._defer_for_circuit(job, breaker[0])
+        return True
+
+    def _defer_for_circuit(self, job: ClaimedJob, service: str) -> None:
+        """Give the claim back (fenced ``release_claim`` with ``run_at``: the attempt is not
+        counted) until the circuit of ``service`` may let calls through."""
+        entity = job.entity
+        try:
+            delay = self._resilience.get_retry_delay(service)
+        except Exception:  # noqa: BLE001 - a pluggable part's bug: wait a second
+            _log.warning("get_retry_delay(%r) failed", service, exc_info=True)
+            delay = timedelta(seconds=1)
+        job.state = FINISHED
+        applied = self._write(
+            "release_claim",
+            lambda: self._store.release_claim(
+                entity.id, entity.claim_seq, run_at=self._now() + delay
+            ),
+            entity.id,
+        )
+        if applied:
+            self._counters.add("deferred")
+            _log.info(
+                "job %s (%s): circuit %r is open; due again in %.1fs (attempt not counted)",
+                entity.id,
+                entity.target,
+                service,
+                delay.total_seconds(),
+            )
+        elif applied is False:
+            self._counters.add("stale")
+        with self._lock:
+            self._disown(job)
+        self._release_slot(job)
 
     def _context(self, job: ClaimedJob) -> tuple[JobContext | None, _LazyLogger | None]:
         if not job.loaded.context_parameters:
@@ -882,17 +982,21 @@ class Worker:
                 Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=serialized.json),
                 record,
                 job,
+                entity.job_type,
             )
         )
         self._release_slot(job)
 
-    def _on_flushed(self, batch: Sequence[PendingCompletion], applied: set[UUID]) -> None:
-        stale = [i.completion.job_id for i in batch if i.completion.job_id not in applied]
+    def _on_flushed(
+        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+    ) -> None:
+        written = {id(item) for item in applied}
+        stale = [i.completion.job_id for i in batch if id(i) not in written]
         with self._lock:
             for item in batch:
                 self._disown(item.token)
             self._idle_cond.notify_all()
-        self._counters.add("succeeded", len(batch) - len(stale))
+        self._counters.add("succeeded", len(applied))
         if stale:
             self._counters.add("stale", len(stale))
             _log.warning(
@@ -906,6 +1010,14 @@ class Worker:
         self, job: ClaimedJob, exc: BaseException, lazy: _LazyLogger | None
     ) -> None:
         entity = job.entity
+        breaker = job.loaded.circuit_breaker if job.loaded is not None else None
+        if isinstance(exc, CircuitBreakerOpenError) and breaker is not None:
+            # Rejected by the breaker without running (it opened after the pre-check): not
+            # a failed attempt; wait for the circuit, not for the job's backoff.
+            if lazy is not None:
+                lazy.finish()
+            self._defer_for_circuit(job, breaker[0])
+            return
         message = self._sanitizer.sanitize(exc)
         if lazy is not None:
             lazy.get().error(f"attempt {entity.attempt} failed: {message}")
@@ -913,13 +1025,8 @@ class Worker:
         job.state = FINISHED
         elapsed = job.elapsed_ms
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
-        breaker = job.loaded.circuit_breaker if job.loaded is not None else None
-        if isinstance(exc, CircuitBreakerOpenError) and breaker is not None:
-            # Rejected without running: wait for the circuit, not for the job's backoff. The
-            # store has no unfenced "reschedule without counting", so the attempt stays
-            # counted (the job's max_retries therefore also bounds circuit rejections).
-            delay: timedelta | None = self._resilience.get_retry_delay(breaker[0])
-        elif isinstance(exc, _REFUSED) and not job.called:
+        delay: timedelta | None
+        if isinstance(exc, _REFUSED) and not job.called:
             delay = None  # the stored arguments can never be restored: retrying cannot help
         else:
             decision = decide_retry(
@@ -960,6 +1067,7 @@ class Worker:
             self._save_failure_record(job, message, elapsed)
         elif applied is False:
             self._counters.add("stale")
+            self._save_failure_record(job, message, elapsed, superseded=True)
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
                 "(cancelled or recovered elsewhere while running)",
@@ -974,7 +1082,9 @@ class Worker:
             _log.warning("job %s has an unreadable backoff; using the default", entity.id)
             return None
 
-    def _save_failure_record(self, job: ClaimedJob, message: str, elapsed: int) -> None:
+    def _save_failure_record(
+        self, job: ClaimedJob, message: str, elapsed: int, *, superseded: bool = False
+    ) -> None:
         if self._audit is None:
             return
         entity = job.entity
@@ -989,41 +1099,42 @@ class Worker:
                     finished_at=datetime.now(UTC),
                     duration_ms=elapsed,
                     error=message,
+                    superseded=superseded,
                 )
             )
         except Exception:  # noqa: BLE001 - audit is best effort
             _log.warning("saving the execution record of job %s failed", entity.id, exc_info=True)
 
     def _write(self, operation: str, write: Callable[[], bool], job_id: UUID) -> bool | None:
-        """A fenced outcome write with retries on transient errors. True/False as the store
-        answered; None when it could not be written (the job stays RUNNING for recovery)."""
-        delay = 0.05
-        for attempt in range(1, _WRITE_TRIES + 1):
+        """A fenced outcome write, retried on transient errors (``retry_transient``). True or
+        False as the store answered; None when it could not be written (the job stays RUNNING
+        and, no longer heartbeated once disowned, is put back by the stale-job sweep)."""
+
+        def timed() -> bool:
             started = time.perf_counter()
             try:
                 result = write()
-            except StoreError as exc:
+            except Exception:
                 self._store_timing(operation, "failure", started)
-                if not exc.retryable or attempt == _WRITE_TRIES:
-                    _log.error(
-                        "job %s: %s failed (%s); the job stays RUNNING until recovery",
-                        job_id,
-                        operation,
-                        exc,
-                    )
-                    return None
-                time.sleep(delay)
-                delay *= 2
-                continue
-            except Exception:  # noqa: BLE001 - never lose the worker thread
-                self._store_timing(operation, "failure", started)
+                raise
+            self._store_timing(operation, "success", started)
+            return result
+
+        try:
+            return retry_transient(timed, is_retryable=self._is_transient)
+        except Exception as exc:  # noqa: BLE001 - never lose the worker thread
+            if isinstance(exc, StoreError):
+                _log.error(
+                    "job %s: %s failed (%s); the job stays RUNNING until recovery",
+                    job_id,
+                    operation,
+                    one_line(exc),
+                )
+            else:
                 _log.exception(
                     "job %s: %s failed; it stays RUNNING until recovery", job_id, operation
                 )
-                return None
-            self._store_timing(operation, "success", started)
-            return result
-        return None
+            return None
 
     def _fail_unstarted(self, job: ClaimedJob, exc: TargetNotImportableError) -> None:
         """A job whose target cannot be imported here: a failed attempt, retried with backoff
@@ -1150,6 +1261,19 @@ class Worker:
     def _now(self) -> datetime:
         """The store's clock, approximated by the local clock plus the measured offset."""
         return datetime.now(UTC) + self._clock_offset
+
+
+def _exit_now(signum: int, name: str) -> NoReturn:
+    """A second SIGTERM/SIGINT during a graceful stop: end the process at once (exit code
+    128 + signal number), without waiting for running jobs or writing their outcomes."""
+    _log.error("signal %s received again: exiting at once without waiting for jobs", name)
+    flush_queued_logging(timeout=1.0)
+    for handler in logging.getLogger().handlers + _log.handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 class _Refused(Exception):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from ratchet_api.model import CircuitBreakerExceptionFilter, JobInvocation
-from ratchet_api.scheduler import JobContext
+from ratchet_api.model import JobInvocation
 from ratchet_api.store.entities import JobEntity
 
 QUEUED = 0
@@ -19,35 +17,6 @@ FINISHED = 2
 """The call returned or raised; the outcome is being (or was) written."""
 RELEASED = 3
 """Given back unstarted (shutdown)."""
-
-
-class LoadedTargetLike(Protocol):
-    """What the worker needs of ``ratchet_core.invocation.LoadedTarget``."""
-
-    @property
-    def function(self) -> Callable[..., Any]: ...
-
-    @property
-    def owner_class(self) -> type | None: ...
-
-    @property
-    def is_async(self) -> bool: ...
-
-    @property
-    def circuit_breaker(self) -> tuple[str, CircuitBreakerExceptionFilter | None] | None: ...
-
-    @property
-    def context_parameters(self) -> frozenset[str]: ...
-
-
-class LoadingResolver(Protocol):
-    """The dispatch side of ``DefaultJobInvocationResolver`` (``load`` + ``bind_arguments``)."""
-
-    def load(self, invocation: JobInvocation) -> Any: ...
-
-    def bind_arguments(
-        self, loaded: Any, invocation: JobInvocation, context: JobContext | None
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
 
 
 class ClaimedJob:
@@ -91,6 +60,4 @@ __all__ = [
     "RELEASED",
     "RUNNING",
     "ClaimedJob",
-    "LoadedTargetLike",
-    "LoadingResolver",
 ]

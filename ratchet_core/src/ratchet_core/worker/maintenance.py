@@ -1,9 +1,11 @@
 """Heartbeats and recovery of work lost by dead nodes.
 
 Every ``worker.heartbeat_interval`` the node refreshes its own row (``upsert_heartbeat``) and the
-``heartbeat_at`` of the jobs it owns (``touch_running_jobs``). Every ``worker.recovery_interval``
+``heartbeat_at`` of the jobs it owns (``touch_running_jobs``), on a thread that does nothing else
+(its liveness must not wait on a sweep or on anything else). Every ``worker.recovery_interval``
 one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
-``StartupCoordinator``) runs :meth:`Maintenance.recover`:
+``StartupCoordinator``) runs :meth:`Maintenance.recover` on a second thread, which also refreshes
+the offset to the store's clock:
 
 1. nodes whose heartbeat is older than ``worker.node_timeout``: their RUNNING jobs go back to
    PENDING with the attempt counted (``reset_orphan_jobs``), then the node rows are deleted;
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
@@ -29,6 +30,7 @@ from ratchet_api.model import NodeIdentity
 from ratchet_api.spi.runtime import StartupCoordinator
 from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_core.logs import is_transient, one_line
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -62,34 +64,49 @@ class Maintenance:
         self._on_recovered = on_recovered
         self._on_clock = on_clock
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._started_at = datetime.now(UTC)
 
     def start(self) -> None:
         self.heartbeat()
-        self._thread = threading.Thread(target=self._run, name="ratchet-heartbeat", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._liveness, name="ratchet-heartbeat", daemon=True),
+            threading.Thread(target=self._recovery, name="ratchet-recovery", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=10)
 
-    def _run(self) -> None:
+    def deregister(self) -> None:
+        """Delete this node's row after a clean stop (heartbeats stopped), so that the next
+        recovery sweep does not report a dead node. Never raises (logged)."""
+        try:
+            self._store.delete_nodes_by_ids([self._identity.node_id])
+        except Exception as exc:  # noqa: BLE001 - the row then expires through recovery
+            _log.warning(
+                "removing the row of node %s failed (%s); it expires through recovery",
+                self._identity.node_id,
+                one_line(exc),
+            )
+
+    def _liveness(self) -> None:
+        # Nothing but heartbeats on this thread: a slow recovery sweep, a clock read or a log
+        # handler must never make the node look dead to its peers.
+        while not self._stop.wait(self._heartbeat_interval):
+            self.heartbeat()
+
+    def _recovery(self) -> None:
         # Recover once at start (jobs of nodes that died while no node was running), then
-        # periodically; heartbeat at its own rhythm in between.
-        now = time.monotonic()
-        next_recovery = now
-        next_heartbeat = now + self._heartbeat_interval
+        # periodically.
         while not self._stop.is_set():
-            now = time.monotonic()
-            if now >= next_heartbeat:
-                self.heartbeat()
-                next_heartbeat = now + self._heartbeat_interval
-            if now >= next_recovery:
-                self.recover()
-                next_recovery = now + self._recovery_interval
-            if self._stop.wait(max(0.0, min(next_heartbeat, next_recovery) - time.monotonic())):
+            self.recover()
+            self._refresh_clock()
+            if self._stop.wait(self._recovery_interval):
                 return
 
     def heartbeat(self) -> None:
@@ -108,9 +125,19 @@ class Maintenance:
             )
             if owned:
                 self._store.touch_running_jobs(self._identity.node_id, owned)
+        except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next interval
+            if is_transient(exc):
+                _log.warning(
+                    "heartbeat of node %s failed: %s", self._identity.node_id, one_line(exc)
+                )
+            else:
+                _log.warning("heartbeat of node %s failed", self._identity.node_id, exc_info=True)
+
+    def _refresh_clock(self) -> None:
+        try:
             self._on_clock(self._store.server_now() - datetime.now(UTC))
-        except Exception:  # noqa: BLE001 - a missed heartbeat is retried next interval
-            _log.warning("heartbeat of node %s failed", self._identity.node_id, exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - the previous offset stays in use
+            _log.debug("reading the store clock failed: %s", one_line(exc))
 
     def recover(self) -> int:
         """One recovery sweep under the startup lease; returns the number of jobs recovered

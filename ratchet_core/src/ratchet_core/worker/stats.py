@@ -16,7 +16,9 @@ class WorkerStats:
     failed attempts rescheduled; ``released``: claims given back unstarted at shutdown;
     ``stale``: writes refused because the claim was superseded (cancelled, recovered
     elsewhere); ``recovered``: jobs of dead nodes or stale jobs put back by this node's
-    recovery sweeps; ``idle``: whether the last ``run_until_idle`` reached idleness.
+    recovery sweeps; ``abandoned``: jobs still running when ``stop`` gave up waiting
+    (``worker.shutdown_timeout``): put back to pending while their thread may still be inside
+    the job; ``idle``: whether the last ``run_until_idle`` reached idleness.
     """
 
     claimed: int = 0
@@ -27,6 +29,8 @@ class WorkerStats:
     released: int = 0
     stale: int = 0
     recovered: int = 0
+    abandoned: int = 0
+    deferred: int = 0
     idle: bool = False
 
     @property
@@ -40,7 +44,9 @@ class Counters:
 
     __slots__ = (
         "_lock",
+        "abandoned",
         "claimed",
+        "deferred",
         "failed",
         "recovered",
         "released",
@@ -60,6 +66,8 @@ class Counters:
         self.released = 0
         self.stale = 0
         self.recovered = 0
+        self.abandoned = 0
+        self.deferred = 0
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -76,6 +84,8 @@ class Counters:
                 released=self.released,
                 stale=self.stale,
                 recovered=self.recovered,
+                abandoned=self.abandoned,
+                deferred=self.deferred,
                 idle=idle,
             )
 

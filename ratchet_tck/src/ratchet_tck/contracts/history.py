@@ -296,7 +296,10 @@ class JobAuditStoreContract(StoreContract):
     """Executions by attempt; log lines in append order, limited, per job."""
 
     capability = JobAuditStore
-    summary = "executions by attempt (one or a batch), per-job logs in order with limit"
+    summary = (
+        "executions by attempt (one or a batch, with traceback and superseded flag), per-job "
+        "logs in order with limit"
+    )
 
     def test_executions_ordered_by_attempt(self, tck_fixture: StoreFixture) -> None:
         audit = self.cap(tck_fixture, JobAuditStore)
@@ -370,6 +373,44 @@ class JobAuditStoreContract(StoreContract):
             assert (found[0].error, found[0].duration_ms) == ("IOError: disk", 250)
             assert found[1].error is None
             assert_same_instant(found[1].finished_at, records[0].finished_at, "finished_at")
+
+    def test_traceback_and_superseded_are_kept(self, tck_fixture: StoreFixture) -> None:
+        audit = self.cap(tck_fixture, JobAuditStore)
+        job = self.insert(tck_fixture)
+        start = now_ms()
+        trace = 'Traceback (most recent call last):\n  File "jobs.py", line 3\nOSError: disk'
+        failed = ExecutionRecord(
+            job_id=job.id,
+            attempt=1,
+            node_id="n1",
+            status=JobStatus.FAILED,
+            started_at=start,
+            error="OSError: disk",
+            traceback=trace,
+        )
+        replaced = ExecutionRecord(
+            job_id=job.id,
+            attempt=2,
+            node_id="n1",
+            status=JobStatus.SUCCEEDED,
+            started_at=start + timedelta(seconds=1),
+            superseded=True,
+        )
+        kept = ExecutionRecord(
+            job_id=job.id,
+            attempt=3,
+            node_id="n2",
+            status=JobStatus.SUCCEEDED,
+            started_at=start + timedelta(seconds=2),
+        )
+        audit.save_execution(failed)
+        audit.save_executions([replaced, kept])
+        found = audit.find_executions_by_job_id(job.id)
+        assert [(e.attempt, e.traceback, e.superseded) for e in found] == [
+            (1, trace, False),
+            (2, None, True),
+            (3, None, False),
+        ]
 
     def test_save_executions_of_nothing_writes_nothing(self, tck_fixture: StoreFixture) -> None:
         audit = self.cap(tck_fixture, JobAuditStore)

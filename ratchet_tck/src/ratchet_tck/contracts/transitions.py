@@ -298,6 +298,26 @@ class JobBatchStatusStoreContract(StoreContract):
         assert (again.attempt, again.claim_seq) == (1, 2)
         assert store.release_claim(job.id, job.claim_seq) is False, "old claim is stale"
 
+    def test_release_claim_with_run_at_reschedules_without_counting(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        job = _running(self, tck_fixture)
+        later = store.server_now() + timedelta(hours=1)
+        assert store.release_claim(job.id, job.claim_seq + 1, run_at=later) is False
+        assert store.release_claim(job.id, job.claim_seq, run_at=later) is True
+        released = self.reload(store, job)
+        assert (released.status, released.attempt, released.owner) == (
+            JobStatus.PENDING,
+            0,
+            None,
+        )
+        assert_same_instant(released.scheduled_at, later, "scheduled_at")
+        assert job.id not in {j.id for j in store.claim_next_batch("tck-node", 100)}
+        again = _running(self, tck_fixture)
+        with raises_store_data_error("run_at", "scheduled_at"):
+            store.release_claim(again.id, again.claim_seq, run_at=naive(later))
+
     def test_reset_running_jobs_of_a_node(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         mine = [_running(self, tck_fixture, "tck-node-a") for _ in range(2)]

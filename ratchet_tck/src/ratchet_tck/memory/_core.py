@@ -215,13 +215,22 @@ class CoreMemoryStore:
             s.put(job, status=new)
             return True
 
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+    ) -> bool:
+        check_utc(run_at, "run_at", job_id)
         s = self._s
         with s.lock:
             job = s.fenced(job_id, claim_seq)
             if job is None:
                 return False
-            s.put(job, status=JobStatus.PENDING, attempt=max(job.attempt - 1, 0), owner=None)
+            s.put(
+                job,
+                status=JobStatus.PENDING,
+                attempt=max(job.attempt - 1, 0),
+                owner=None,
+                scheduled_at=job.scheduled_at if run_at is None else run_at,
+            )
             return True
 
     def reset_running_jobs(self, node_id: str) -> int:
