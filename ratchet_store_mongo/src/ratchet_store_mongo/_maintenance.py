@@ -181,10 +181,42 @@ class JobMaintenanceMixin(JobsMixin):
         raise DuplicateJobError("bulk insert: idempotency keys kept being taken concurrently")
 
     @translated("reset_orphan_jobs")
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        cutoff = to_bson_datetime(heartbeat_before, "heartbeat_before")
         if not node_ids:
             return 0
-        return self._reset_running({"owner": {"$in": list(node_ids)}}, due_now=True)
+        wanted = list(dict.fromkeys(node_ids))
+
+        def run(session: ClientSession) -> int:
+            # One transaction: the node check and the reset see one snapshot, and a job claimed
+            # or touched meanwhile is excluded by the job's own heartbeat in the update filter
+            # (or conflicts with the update, which with_transaction then retries).
+            alive = {
+                d["_id"]
+                for d in self._col("nodes").find(
+                    {"_id": {"$in": wanted}, "last_heartbeat": {"$gte": cutoff}},
+                    {"_id": 1},
+                    session=session,
+                )
+            }
+            dead = [n for n in wanted if n not in alive]
+            if not dead:
+                return 0
+            result = self._jobs.update_many(
+                {
+                    "owner": {"$in": dead},
+                    "status": JobStatus.RUNNING.value,
+                    "$or": [{"heartbeat_at": None}, {"heartbeat_at": {"$lt": cutoff}}],
+                },
+                set_stage(
+                    {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
+                    now=("updated_at", "scheduled_at"),
+                ),
+                session=session,
+            )
+            return result.modified_count
+
+        return self._atomic(run)
 
     @translated("find_stale_running_jobs")
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:

@@ -695,16 +695,27 @@ class JobOperations(SqlBase):
             ) from exc
 
     @retry_conflicts
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        require_utc(heartbeat_before, "heartbeat_before")
         if not node_ids:
             return 0
         now = self._d.now()
+        N = s.nodes
+        # The liveness checks are part of the UPDATE itself: a node that heartbeat again, or a
+        # job claimed/touched after the cutoff, is never reset (a claim committed concurrently
+        # is re-checked on the row's newest version by every backend's UPDATE).
+        alive = sa.exists().where(N.c.node_id == J.c.owner, N.c.last_heartbeat >= heartbeat_before)
         count = 0
         with self._write("reset_orphan_jobs") as conn:
             for part in chunks(list(node_ids)):
                 stmt = (
                     sa.update(J)
-                    .where(J.c.owner.in_(part), J.c.status == RUNNING)
+                    .where(
+                        J.c.owner.in_(part),
+                        J.c.status == RUNNING,
+                        sa.or_(J.c.heartbeat_at.is_(None), J.c.heartbeat_at < heartbeat_before),
+                        ~alive,
+                    )
                     .values(status=PENDING, owner=None, scheduled_at=now, updated_at=now)
                 )
                 count += conn.execute(stmt).rowcount

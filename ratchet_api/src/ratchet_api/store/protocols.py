@@ -198,9 +198,22 @@ class JobBulkStore(Protocol):
         keys that already exist are skipped, not raised. Returns the number inserted. REQUIRED."""
         ...
 
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
-        """RUNNING jobs owned by any of ``node_ids`` -> PENDING due now, owner cleared; the
-        attempt stays counted. Returns the count. REQUIRED."""
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        """Recover the jobs of dead nodes: RUNNING jobs owned by any of ``node_ids`` -> PENDING
+        due now, owner cleared; the attempt stays counted. Returns the count. REQUIRED.
+
+        ``heartbeat_before`` (aware UTC, usually the store's now minus the node timeout) closes
+        the race between finding inactive nodes and resetting their jobs: a job is reset only
+        if, checked atomically with the reset (one statement or one transaction),
+
+        * its owner has no node row whose ``last_heartbeat`` is at or after
+          ``heartbeat_before`` (a node that heartbeat again in between keeps every job), and
+        * its own ``heartbeat_at`` is unset or before ``heartbeat_before`` (a job claimed or
+          touched since, e.g. by a node resumed after a pause that claimed before its first
+          heartbeat, is never taken from under it).
+
+        ``StoreDataError`` for a naive ``heartbeat_before``.
+        """
         ...
 
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:

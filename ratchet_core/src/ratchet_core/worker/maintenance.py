@@ -6,7 +6,9 @@ one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
 ``StartupCoordinator``) runs :meth:`Maintenance.recover`:
 
 1. nodes whose heartbeat is older than ``worker.node_timeout``: their RUNNING jobs go back to
-   PENDING with the attempt counted (``reset_orphan_jobs``), then the node rows are deleted;
+   PENDING with the attempt counted (``reset_orphan_jobs``, which atomically spares a node
+   that heartbeat again and any job claimed or touched since the cutoff), then the node rows
+   still inactive are deleted;
 2. RUNNING jobs whose own heartbeat is older than the timeout (their node still heartbeats, or
    has no row): each is put back with a fenced ``schedule_retry`` (attempt counted), or sent to
    the dead letter with a fenced ``mark_failed_terminal`` when its attempts already exhaust
@@ -136,6 +138,10 @@ class Maintenance:
         return count
 
     def _recover_dead_nodes(self) -> int:
+        # The cutoff is taken before the nodes are read: the store resets only jobs of nodes
+        # (and jobs) still without a heartbeat since it, so a node that heartbeats or claims
+        # again between the two calls keeps its fresh work.
+        cutoff = self._store.server_now() - self._node_timeout
         dead = [
             n.node_id
             for n in self._store.find_inactive_nodes(self._node_timeout)
@@ -143,8 +149,9 @@ class Maintenance:
         ]
         if not dead:
             return 0
-        reset = self._store.reset_orphan_jobs(dead)
-        self._store.delete_nodes_by_ids(dead)
+        reset = self._store.reset_orphan_jobs(dead, cutoff)
+        # only rows still inactive: a node that heartbeat again keeps its row
+        self._store.delete_inactive_nodes(self._node_timeout)
         _log.warning(
             "nodes %s stopped heartbeating: %d of their running jobs were put back to pending",
             ", ".join(dead),

@@ -225,7 +225,14 @@ class CoreMemoryStore:
             return True
 
     def reset_running_jobs(self, node_id: str) -> int:
-        return self.reset_orphan_jobs([node_id])
+        s = self._s
+        with s.lock:
+            running = [
+                j for j in s.jobs.values() if j.status is JobStatus.RUNNING and j.owner == node_id
+            ]
+            for j in running:
+                s.put(j, status=JobStatus.PENDING, owner=None)
+            return len(running)
 
     def find_children(self, parent_id: UUID) -> list[JobEntity]:
         with self._s.lock:
@@ -280,13 +287,22 @@ class CoreMemoryStore:
                 s.jobs[job.id] = job
             return len(fresh)
 
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        check_utc(heartbeat_before, "heartbeat_before")
         s = self._s
-        owners = set(node_ids)
         with s.lock:
+            owners = {
+                n
+                for n in node_ids
+                if n not in s.nodes or s.nodes[n].last_heartbeat < heartbeat_before
+            }
             now = s.now()
             running = [
-                j for j in s.jobs.values() if j.status is JobStatus.RUNNING and j.owner in owners
+                j
+                for j in s.jobs.values()
+                if j.status is JobStatus.RUNNING
+                and j.owner in owners
+                and (j.heartbeat_at is None or j.heartbeat_at < heartbeat_before)
             ]
             for j in running:
                 s.put(j, status=JobStatus.PENDING, owner=None, scheduled_at=now)
