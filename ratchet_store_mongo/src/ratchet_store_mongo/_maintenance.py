@@ -28,6 +28,7 @@ from ratchet_store_mongo._jobs import (
     IDEMPOTENCY_RACE_RETRIES,
     JobsMixin,
     check_tags,
+    fenced,
 )
 from ratchet_store_mongo.documents import job_from_document, job_to_document, to_bson_datetime
 from ratchet_store_mongo.errors import duplicate_key_index, translated
@@ -49,16 +50,28 @@ class JobMaintenanceMixin(JobsMixin):
         return self._swap(job_id, expected, values, now=("finished_at",) if new.is_terminal else ())
 
     @translated("release_claim")
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
-        return self._fenced_update(
-            job_id,
-            claim_seq,
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, unless_dispatched: bool = False
+    ) -> bool:
+        query = fenced(job_id, claim_seq)
+        if unless_dispatched:
+            query["dispatched_at"] = None  # null or missing
+        result = self._jobs.update_one(
+            query,
             set_stage(
-                {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
+                {
+                    "status": JobStatus.PENDING,
+                    "owner": None,
+                    "started_at": None,
+                    "heartbeat_at": None,
+                    "dispatched_at": None,
+                },
                 now=("updated_at",),
                 attempt={"$max": [0, {"$subtract": ["$attempt", 1]}]},
             ),
+            session=self._session,
         )
+        return result.modified_count == 1
 
     def _reset_running(self, query: Doc, due_now: bool) -> int:
         result = self._jobs.update_many(
@@ -211,6 +224,15 @@ class JobMaintenanceMixin(JobsMixin):
                 set_stage(
                     {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
                     now=("updated_at", "scheduled_at"),
+                    # a claim that never started gives its attempt back
+                    attempt={
+                        "$cond": [
+                            {"$eq": [{"$ifNull": ["$dispatched_at", None]}, None]},
+                            {"$max": [0, {"$subtract": ["$attempt", 1]}]},
+                            "$attempt",
+                        ]
+                    },
+                    dispatched_at=lit(None),
                 ),
                 session=session,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -55,6 +55,11 @@ def _seconds(value: timedelta, field: str) -> float:
 
 
 _PG_NOW = "timezone('UTC', statement_timestamp())"
+_PG_DISPATCH_MANY = sa.text(
+    f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+).columns(sa.column("id", sa.Uuid()))
 _PG_SUCCEED_MANY = sa.text(
     "UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result, owner = NULL,"
     f" finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
@@ -303,6 +308,7 @@ class JobOperations(SqlBase):
             "owner": node_id,
             "attempt": J.c.attempt + 1,
             "claim_seq": J.c.claim_seq + 1,
+            "dispatched_at": None,
         }
         if d.returning:
             if d.is_pg:
@@ -362,6 +368,7 @@ class JobOperations(SqlBase):
                     started_at=stamp,
                     heartbeat_at=stamp,
                     updated_at=stamp,
+                    dispatched_at=None,
                 )
                 rows.append(row)
         if not rows:
@@ -377,17 +384,58 @@ class JobOperations(SqlBase):
             return tuple(version[:2]) >= (10, 6)
         return tuple(version[:1]) >= (8,)
 
+    @retry_conflicts
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        if not claims:
+            return set()
+        pairs = list(claims.items())
+        applied: set[UUID] = set()
+        write = self._write_statement if len(pairs) <= CHUNK else self._write
+        with write("mark_dispatched") as conn:
+            for part in chunks(pairs):
+                applied |= self._dispatch_chunk(conn, part)
+        return applied
+
+    def _dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        if self._d.is_pg:
+            return set(
+                conn.execute(
+                    _PG_DISPATCH_MANY,
+                    {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]},
+                ).scalars()
+            )
+        fence = sa.and_(
+            J.c.id.in_([job_id for job_id, _ in part]),
+            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(part)),
+            J.c.status == RUNNING,
+        )
+        # the first mark of a claim stands (a repeated mark still reports the claim current)
+        stamp = sa.func.coalesce(J.c.dispatched_at, self._d.now())
+        if self._d.returning:
+            stmt = sa.update(J).where(fence).values(dispatched_at=stamp).returning(J.c.id)
+            return set(conn.execute(stmt).scalars())
+        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
+        if locked:
+            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(dispatched_at=stamp))
+        return locked
+
     # ------------------------------------------------------------------ fenced writes
 
     @retry_conflicts
-    def _fenced(self, operation: str, job_id: UUID, claim_seq: int, values: dict[str, Any]) -> bool:
+    def _fenced(
+        self,
+        operation: str,
+        job_id: UUID,
+        claim_seq: int,
+        values: dict[str, Any],
+        extra: sa.ColumnElement[bool] | None = None,
+    ) -> bool:
         values.setdefault("updated_at", self._d.now())
+        where = [J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING]
+        if extra is not None:
+            where.append(extra)
         with self._write_statement(operation) as conn:
-            stmt = (
-                sa.update(J)
-                .where(J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING)
-                .values(**values)
-            )
+            stmt = sa.update(J).where(*where).values(**values)
             return conn.execute(stmt).rowcount == 1
 
     @retry_conflicts
@@ -550,7 +598,9 @@ class JobOperations(SqlBase):
             extra["owner"] = None
         return self._swap("compare_and_swap_status", job_id, expected_s, new_s, **extra)
 
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, unless_dispatched: bool = False
+    ) -> bool:
         return self._fenced(
             "release_claim",
             job_id,
@@ -561,7 +611,9 @@ class JobOperations(SqlBase):
                 "owner": None,
                 "started_at": None,
                 "heartbeat_at": None,
+                "dispatched_at": None,
             },
+            J.c.dispatched_at.is_(None) if unless_dispatched else None,
         )
 
     @retry_conflicts
@@ -716,7 +768,21 @@ class JobOperations(SqlBase):
                         sa.or_(J.c.heartbeat_at.is_(None), J.c.heartbeat_at < heartbeat_before),
                         ~alive,
                     )
-                    .values(status=PENDING, owner=None, scheduled_at=now, updated_at=now)
+                    .values(
+                        status=PENDING,
+                        owner=None,
+                        scheduled_at=now,
+                        updated_at=now,
+                        # a claim that never started gives its attempt back
+                        attempt=sa.case(
+                            (
+                                sa.and_(J.c.dispatched_at.is_(None), J.c.attempt > 0),
+                                J.c.attempt - 1,
+                            ),
+                            else_=J.c.attempt,
+                        ),
+                        dispatched_at=None,
+                    )
                 )
                 count += conn.execute(stmt).rowcount
         return count

@@ -93,6 +93,7 @@ from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.execution import (
     FINISHED,
     QUEUED,
@@ -214,6 +215,7 @@ class Worker:
                 "bind_arguments() (extend ratchet_core.invocation.DefaultJobInvocationResolver)",
             )
         self._store = store
+        self._dispatch = DispatchMarks(store)  # started marks (issue 17), written in _begin
         self._serializer = serializer
         self._resolver: LoadingResolver = resolver  # type: ignore[assignment]
         self._class_policy = class_policy
@@ -752,6 +754,14 @@ class Worker:
         job.started_mono = time.perf_counter()
         self._counters.add("running")
         entity = job.entity
+        # Started mark (issue 17, store side): recovery charges no attempt to a claim never
+        # marked; a claim the store reports superseded is not run (it would run twice).
+        if self._dispatch.mark(entity.id, entity.claim_seq) is False:
+            _log.warning("job %s was recovered or cancelled before it started; not run", entity.id)
+            with self._lock:
+                self._disown(job)
+            self._release_slot(job)
+            return False
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
 

@@ -6,13 +6,17 @@ one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
 ``StartupCoordinator``) runs :meth:`Maintenance.recover`:
 
 1. nodes whose heartbeat is older than ``worker.node_timeout``: their RUNNING jobs go back to
-   PENDING with the attempt counted (``reset_orphan_jobs``, which atomically spares a node
-   that heartbeat again and any job claimed or touched since the cutoff), then the node rows
-   still inactive are deleted;
+   PENDING, the attempt counted only if the job had started (``reset_orphan_jobs``, which
+   atomically spares a node that heartbeat again and any job claimed or touched since the
+   cutoff), then the node rows still inactive are deleted;
 2. RUNNING jobs whose own heartbeat is older than the timeout (their node still heartbeats, or
-   has no row): each is put back with a fenced ``schedule_retry`` (attempt counted), or sent to
-   the dead letter with a fenced ``mark_failed_terminal`` when its attempts already exhaust
-   ``max_retries``.
+   has no row): a job that never started (no ``mark_dispatched``) is given back with
+   ``release_claim(..., unless_dispatched=True)``, its attempt not counted; a started one is
+   put back with a fenced ``schedule_retry`` (attempt counted), or sent to the dead letter with
+   a fenced ``mark_failed_terminal`` when its attempts already exhaust ``max_retries``.
+
+A job's attempt is therefore only charged for claims that started: a job never reaches the
+dead letter without having run.
 
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
@@ -170,7 +174,11 @@ class Maintenance:
                 f"node {job.owner or '?'} stopped heartbeating job {job.id} "
                 f"(no heartbeat for {self._node_timeout.total_seconds():g}s)"
             )
-            if job.attempt > job.max_retries:
+            if job.dispatched_at is None:
+                # claimed, never started: given back without charging the attempt (refused if
+                # it started meanwhile; the next sweep then sees it started)
+                applied = self._store.release_claim(job.id, job.claim_seq, unless_dispatched=True)
+            elif job.attempt > job.max_retries:
                 applied = self._store.mark_failed_terminal(
                     job.id,
                     job.claim_seq,

@@ -62,6 +62,7 @@ class JobBulkStoreContract(StoreContract):
         assert {a.id, b.id, alive.id} == {j.id for j in jobs}
         time.sleep(0.01)
         cutoff = store.server_now() + timedelta(seconds=1)  # every heartbeat so far is older
+        assert store.mark_dispatched({a.id: a.claim_seq, b.id: b.claim_seq}) == {a.id, b.id}
         assert store.reset_orphan_jobs(["tck-dead-1", "tck-dead-2", "tck-absent"], cutoff) == 2
         for job in (a, b):
             reset = self.reload(store, job)
@@ -70,6 +71,23 @@ class JobBulkStoreContract(StoreContract):
         assert self.reload(store, alive).owner == "tck-alive"
         assert store.mark_succeeded(a.id, a.claim_seq, "old owner") is False
         assert store.reset_orphan_jobs([], cutoff) == 0
+
+    def test_reset_orphan_jobs_gives_back_the_attempt_of_undispatched_claims(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """A dead node's prefetched jobs never ran: their attempt is not charged, so they
+        cannot reach the dead letter without a single execution."""
+        store = tck_fixture.store()
+        self.insert(tck_fixture, max_retries=0)
+        self.insert(tck_fixture, max_retries=0)
+        ran, queued = store.claim_next_batch("tck-crashed", 2)
+        assert store.mark_dispatched({ran.id: ran.claim_seq}) == {ran.id}
+        time.sleep(0.01)
+        assert store.reset_orphan_jobs(["tck-crashed"], store.server_now() + timedelta(seconds=1))
+        after_ran, after_queued = self.reload(store, ran), self.reload(store, queued)
+        assert (after_ran.status, after_ran.attempt) == (JobStatus.PENDING, 1), "it may have run"
+        assert (after_queued.status, after_queued.attempt) == (JobStatus.PENDING, 0)
+        assert after_ran.dispatched_at is None and after_queued.dispatched_at is None
 
     def test_reset_orphan_jobs_spares_a_node_that_heartbeat_again(
         self, tck_fixture: StoreFixture

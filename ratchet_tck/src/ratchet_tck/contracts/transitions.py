@@ -298,6 +298,24 @@ class JobBatchStatusStoreContract(StoreContract):
         assert (again.attempt, again.claim_seq) == (1, 2)
         assert store.release_claim(job.id, job.claim_seq) is False, "old claim is stale"
 
+    def test_release_unless_dispatched_keeps_a_started_claim(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        started = _running(self, tck_fixture)
+        assert store.mark_dispatched({started.id: started.claim_seq}) == {started.id}
+        assert store.release_claim(started.id, started.claim_seq, unless_dispatched=True) is False
+        kept = self.reload(store, started)
+        assert (kept.status, kept.owner, kept.attempt) == (JobStatus.RUNNING, "tck-node", 1)
+        idle = _running(self, tck_fixture)
+        assert store.release_claim(idle.id, idle.claim_seq, unless_dispatched=True) is True
+        released = self.reload(store, idle)
+        assert (released.status, released.attempt, released.dispatched_at) == (
+            JobStatus.PENDING,
+            0,
+            None,
+        )
+
     def test_reset_running_jobs_of_a_node(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         mine = [_running(self, tck_fixture, "tck-node-a") for _ in range(2)]

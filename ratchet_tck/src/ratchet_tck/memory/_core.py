@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 from uuid import UUID
@@ -131,9 +131,23 @@ class CoreMemoryStore:
                     heartbeat_at=now,
                     attempt=j.attempt + 1,
                     claim_seq=j.claim_seq + 1,
+                    dispatched_at=None,
                 )
                 for j in due
             ]
+
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        s = self._s
+        applied: set[UUID] = set()
+        with s.lock:
+            now = s.now()
+            for job_id, claim_seq in claims.items():
+                job = s.fenced(job_id, claim_seq)
+                if job is not None:
+                    if job.dispatched_at is None:
+                        s.put(job, dispatched_at=now)
+                    applied.add(job_id)
+        return applied
 
     # ------------------------------------------------------------------ terminal
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
@@ -215,13 +229,23 @@ class CoreMemoryStore:
             s.put(job, status=new)
             return True
 
-    def release_claim(self, job_id: UUID, claim_seq: int) -> bool:
+    def release_claim(
+        self, job_id: UUID, claim_seq: int, *, unless_dispatched: bool = False
+    ) -> bool:
         s = self._s
         with s.lock:
             job = s.fenced(job_id, claim_seq)
-            if job is None:
+            if job is None or (unless_dispatched and job.dispatched_at is not None):
                 return False
-            s.put(job, status=JobStatus.PENDING, attempt=max(job.attempt - 1, 0), owner=None)
+            s.put(
+                job,
+                status=JobStatus.PENDING,
+                attempt=max(job.attempt - 1, 0),
+                owner=None,
+                started_at=None,
+                heartbeat_at=None,
+                dispatched_at=None,
+            )
             return True
 
     def reset_running_jobs(self, node_id: str) -> int:
@@ -305,7 +329,15 @@ class CoreMemoryStore:
                 and (j.heartbeat_at is None or j.heartbeat_at < heartbeat_before)
             ]
             for j in running:
-                s.put(j, status=JobStatus.PENDING, owner=None, scheduled_at=now)
+                s.put(
+                    j,
+                    status=JobStatus.PENDING,
+                    owner=None,
+                    scheduled_at=now,
+                    # a claim that never started gives its attempt back
+                    attempt=j.attempt if j.dispatched_at is not None else max(j.attempt - 1, 0),
+                    dispatched_at=None,
+                )
             return len(running)
 
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:
