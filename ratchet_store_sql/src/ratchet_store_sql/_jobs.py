@@ -27,7 +27,7 @@ from ratchet_store_sql._convert import (
     row_to_job,
     row_to_node,
 )
-from ratchet_store_sql._errors import translate
+from ratchet_store_sql._errors import ConnectionLostError, translate
 
 J = s.jobs
 T = s.job_tags
@@ -122,6 +122,15 @@ def _pg_compiled(stmt: Any, dialect: sa.Dialect) -> str:
     return sql
 
 
+def _same_job(stored: JobEntity, job: JobEntity) -> bool:
+    """The stored row is ``job`` (written by an attempt whose outcome was lost)."""
+    return (stored.target, stored.payload, stored.idempotency_key) == (
+        job.target,
+        job.payload,
+        job.idempotency_key,
+    )
+
+
 class JobOperations(SqlBase):
     """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
 
@@ -130,6 +139,24 @@ class JobOperations(SqlBase):
     def insert_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
         _check_tags(job.tags, job.id)
+        if self._bound is not None:
+            return self._insert_job_once(job, row)
+        try:
+            return self._insert_job_once(job, row)
+        except ConnectionLostError:
+            # The connection broke under the insert (its own transaction, or one autocommit
+            # statement): it either committed whole or not at all. Send it again on a fresh
+            # connection; if the first one did commit, the job's id is taken by this very job.
+            pass
+        try:
+            return self._insert_job_once(job, row)
+        except DuplicateJobError:
+            stored = self.find_by_id(job.id)
+            if stored is not None and _same_job(stored, job):
+                return stored
+            raise
+
+    def _insert_job_once(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
         if self._d.is_pg:
             return self._insert_job_pg(job, row)
         with self._write("insert_job") as conn:
@@ -184,7 +211,7 @@ class JobOperations(SqlBase):
             k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in row.items()
         }
         try:
-            raw = self._engine.raw_connection()
+            raw = self._raw_connection()
         except sa.exc.SQLAlchemyError as exc:
             raise translate(exc, "insert_job") from exc
         try:
@@ -196,10 +223,14 @@ class JobOperations(SqlBase):
                 if not driver.closed:
                     driver.autocommit = False
         except Exception as exc:
-            error = sa.exc.DBAPIError.instance(
-                sql, params, exc, self._engine.dialect.loaded_dbapi.Error
+            dbapi_error = self._engine.dialect.loaded_dbapi.Error
+            lost = getattr(driver, "broken", False) or (
+                isinstance(exc, dbapi_error) and self._engine.dialect.is_disconnect(exc, raw, None)
             )
-            if error.connection_invalidated or getattr(driver, "broken", False):
+            error = sa.exc.DBAPIError.instance(
+                sql, params, exc, dbapi_error, connection_invalidated=lost
+            )
+            if lost:
                 raw.invalidate(exc)
             if isinstance(error, sa.exc.IntegrityError):
                 raise self._duplicate(None, job, error) from exc
