@@ -216,14 +216,19 @@ def test_jobs_of_a_dead_node_are_recovered_and_exhausted_ones_dead_lettered(
     store.upsert_heartbeat(NodeEntity(node_id=dead))
     retryable = scheduler.job(targets.add).args(20, 22).max_retries(2).enqueue()
     exhausted = scheduler.job(targets.add).args(1, 1).max_retries(0).enqueue()
-    claimed: set[uuid.UUID] = set()
-    while {retryable, exhausted} - claimed:  # the dead node claims both, then "crashes"
+    claimed: dict[uuid.UUID, int] = {}
+    while {retryable, exhausted} - set(claimed):  # the dead node claims both, then "crashes"
         batch = store.claim_next_batch(dead, 50)
         assert batch, "the dead node could not claim the test jobs"
-        claimed.update(j.id for j in batch)
+        claimed.update((j.id, j.claim_seq) for j in batch)
         for other in batch:
             if other.id not in (retryable, exhausted):
                 store.release_claim(other.id, other.claim_seq)
+    # it started both (a claim that never started would not have its attempt counted)
+    assert store.mark_dispatched({i: claimed[i] for i in (retryable, exhausted)}) == {
+        retryable,
+        exhausted,
+    }
     time.sleep(2.2)  # node_timeout of the fast settings is 2 s
     worker = make_worker(engine)
     worker.start()
@@ -237,6 +242,34 @@ def test_jobs_of_a_dead_node_are_recovered_and_exhausted_ones_dead_lettered(
     assert scheduler.get(retryable).attempt == 2  # the lost attempt counted
     assert "WorkerLost" in (scheduler.get(exhausted).last_error or "")
     assert dead not in {n.node_id for n in store.find_all_nodes()}
+
+
+def test_jobs_a_dead_node_claimed_but_never_started_are_not_charged(
+    engine: Any, make_worker: Any
+) -> None:
+    """Issue 17: a dead node's prefetched jobs go back without an attempt, so a job with no
+    retries left runs instead of reaching the dead letter without ever running."""
+    from ratchet_api.store.entities import NodeEntity
+
+    store = engine.job_store()
+    scheduler = engine.scheduler()
+    dead = f"dead-{uuid.uuid4().hex[:8]}"
+    store.upsert_heartbeat(NodeEntity(node_id=dead))
+    job_id = scheduler.job(targets.add).args(2, 3).max_retries(0).enqueue()
+    claimed: set[uuid.UUID] = set()
+    while job_id not in claimed:  # claimed, never started, then the node "crashes"
+        batch = store.claim_next_batch(dead, 50)
+        assert batch, "the dead node could not claim the test job"
+        claimed.update(j.id for j in batch)
+        for other in batch:
+            if other.id != job_id:
+                store.release_claim(other.id, other.claim_seq)
+    time.sleep(2.2)  # node_timeout of the fast settings is 2 s
+    worker = make_worker(engine)
+    worker.start()
+    assert wait_for(lambda: status_of(engine, job_id) is JobStatus.SUCCEEDED, 15)
+    assert scheduler.get(job_id).attempt == 1, "only the execution that ran is counted"
+    assert scheduler.result(job_id).value == 5
 
 
 def test_graceful_stop_releases_claimed_jobs_that_did_not_start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from ratchet_api.errors import StoreDataError, StoreError, TransientStoreError
 from ratchet_api.store import JobEntity
 from ratchet_store_sql import SqlJobStore
+from ratchet_store_sql._errors import translate
 from ratchet_store_sql.schema import jobs
 
 
@@ -99,7 +101,42 @@ def test_dropped_connection_mid_transaction_is_transient_and_leaves_nothing(
     assert store.find_by_id(second.id) is not None
 
 
-def test_killed_pooled_connection_fails_once_then_the_store_recovers(
+def _kill_every_backend_of(url: str) -> int:
+    """Terminate every server connection to the database of ``url`` (pg_terminate_backend /
+    MariaDB KILL) from an admin connection; returns how many were killed."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as admin:
+            if engine.dialect.name == "postgresql":
+                killed = admin.execute(
+                    sa.text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                ).scalar_one()
+            else:
+                own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
+                ids = (
+                    admin.execute(
+                        sa.text(
+                            "SELECT id FROM information_schema.processlist"
+                            " WHERE db = DATABASE() AND id <> :own"
+                        ),
+                        {"own": own},
+                    )
+                    .scalars()
+                    .all()
+                )
+                for pid in ids:
+                    admin.exec_driver_sql(f"KILL {int(pid)}")
+                killed = len(ids)
+            admin.commit()
+    finally:
+        engine.dispose()
+    return int(killed)
+
+
+def test_killed_pooled_connection_is_replaced_before_the_next_statement(
     store: SqlJobStore, db_url: str, backend: str
 ) -> None:
     if backend == "sqlite":
@@ -107,7 +144,61 @@ def test_killed_pooled_connection_fails_once_then_the_store_recovers(
     with store.engine.connect() as conn:
         pid = _backend_pid(conn)
     _kill_backend(db_url, pid)  # the connection now sits dead in the pool
-    with pytest.raises(TransientStoreError):
-        store.claim_next_batch("n", 5)
+    assert store.claim_next_batch("n", 5) == []  # pinged at checkout, replaced
     job = store.insert_job(JobEntity())
     assert [j.id for j in store.claim_next_batch("n", 5)] == [job.id]
+
+
+def test_first_enqueue_after_every_connection_was_killed_succeeds(
+    store: SqlJobStore, db_url: str, backend: str
+) -> None:
+    """Issue 17: after pg_terminate_backend / KILL of every connection (what a database
+    restart does to the pool), the first insert_job does not fail."""
+    if backend == "sqlite":
+        pytest.skip("SQLite is an embedded file: there is no server connection to drop")
+    warm = [store.engine.connect() for _ in range(3)]  # several connections in the pool
+    for conn in warm:
+        conn.execute(sa.text("SELECT 1"))
+        conn.close()
+    assert _kill_every_backend_of(db_url) >= 1
+    first = store.insert_job(JobEntity(tags=("after-kill",)))
+    stored = store.find_by_id(first.id)
+    assert stored is not None and stored.tags == ("after-kill",)
+    assert _kill_every_backend_of(db_url) >= 1
+    keyed = store.insert_job(JobEntity(idempotency_key=f"k-{uuid.uuid4()}"))
+    assert store.find_by_id(keyed.id) is not None
+
+
+def test_insert_retried_after_its_connection_broke_is_written_once(
+    store: SqlJobStore, db_url: str, backend: str
+) -> None:
+    """The connection breaks under the insert: the store sends it again on a new connection,
+    and a job that the lost attempt did commit is recognised (same id and payload), not
+    reported as a duplicate."""
+    if backend == "sqlite":
+        pytest.skip("SQLite is an embedded file: there is no server connection to drop")
+    job = JobEntity()
+    original = store._insert_job_once
+    calls: list[int] = []
+
+    def commit_then_lose_the_answer(entity: JobEntity, row: dict[str, object]) -> JobEntity:
+        calls.append(1)
+        if len(calls) == 1:
+            with store.engine.connect() as conn:
+                original(entity, row)  # committed...
+                _kill_backend(db_url, _backend_pid(conn))
+                try:  # ...but the answer is lost with the connection
+                    conn.execute(sa.text("SELECT 1"))
+                except sa.exc.DBAPIError as exc:
+                    raise translate(exc, "insert_job") from exc
+                raise AssertionError("the killed connection still answered")
+        return original(entity, row)
+
+    store._insert_job_once = commit_then_lose_the_answer  # type: ignore[method-assign]
+    assert store.insert_job(job).id == job.id
+    assert len(calls) == 2
+    with store.engine.connect() as conn:
+        count = conn.execute(
+            sa.select(sa.func.count()).select_from(jobs).where(jobs.c.id == job.id)
+        ).scalar_one()
+    assert count == 1

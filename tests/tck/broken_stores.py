@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
 import attrs
@@ -220,6 +220,23 @@ class ClientClockHeartbeatStore(InMemoryJobStore):
             self._s.nodes[node.node_id] = node
 
 
+class RacyOrphanResetStore(InMemoryJobStore):
+    """Keeps the dead-node recovery race: resets every RUNNING job of the listed nodes, whatever
+    heartbeat or claim happened after ``heartbeat_before``."""
+
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        s = self._s
+        with s.lock:
+            running = [
+                j
+                for j in s.jobs.values()
+                if j.status is JobStatus.RUNNING and j.owner in set(node_ids)
+            ]
+            for j in running:
+                s.put(j, status=JobStatus.PENDING, owner=None, scheduled_at=s.now())
+            return len(running)
+
+
 class LongTagStore(InMemoryJobStore):
     """Accepts tags of any length (silently truncating them)."""
 
@@ -320,6 +337,7 @@ PropertyOverwriteFixture = _fixture(PropertyOverwriteStore)
 LostIncrementFixture = _fixture(LostIncrementStore)
 ClientClockHeartbeatFixture = _fixture(ClientClockHeartbeatStore)
 LongTagFixture = _fixture(LongTagStore)
+RacyOrphanResetFixture = _fixture(RacyOrphanResetStore)
 ArchiveCopiesFixture = _fixture(ArchiveCopiesStore)
 ArchiveDropsStateFixture = _fixture(ArchiveDropsStateStore)
 DeleteLeavesPropertiesFixture = _fixture(DeleteLeavesPropertiesStore)

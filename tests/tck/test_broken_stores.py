@@ -63,6 +63,16 @@ CASES: list[tuple[str, type[StoreContract], str]] = [
     ("ClientClockHeartbeatFixture", tck.NodeStoreContract, "test_heartbeat_uses_the_store_clock"),
     ("LongTagFixture", tck.TagStoreContract, "test_too_long_tag_is_refused_naming_the_field"),
     (
+        "RacyOrphanResetFixture",
+        tck.JobBulkStoreContract,
+        "test_reset_orphan_jobs_spares_a_node_that_heartbeat_again",
+    ),
+    (
+        "RacyOrphanResetFixture",
+        tck.JobBulkStoreContract,
+        "test_reset_orphan_jobs_spares_jobs_claimed_after_the_cutoff",
+    ),
+    (
         "ArchiveCopiesFixture",
         tck.DualWriteInvariantContract,
         "test_job_is_in_exactly_one_place_around_archiving",

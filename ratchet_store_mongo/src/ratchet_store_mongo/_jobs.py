@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -17,6 +17,7 @@ from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity
 from ratchet_store_mongo._base import (
+    NOW,
     TERMINAL,
     Doc,
     MongoBase,
@@ -154,7 +155,7 @@ class JobsMixin(MongoBase):
                 tags["$nin"] = sorted(tag_filter.excluded)
             query["tags"] = tags
         update = set_stage(
-            {"status": JobStatus.RUNNING, "owner": node_id},
+            {"status": JobStatus.RUNNING, "owner": node_id, "dispatched_at": None},
             now=("started_at", "heartbeat_at", "updated_at"),
             attempt={"$add": ["$attempt", 1]},
             claim_seq={"$add": ["$claim_seq", 1]},
@@ -212,6 +213,29 @@ class JobsMixin(MongoBase):
         return True
 
     # ------------------------------------------------------------------ terminal
+
+    @translated("mark_dispatched")
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        if not claims:
+            return set()
+        pairs = [fenced(job_id, seq) for job_id, seq in claims.items()]
+        # the first mark of a claim stands; one update for the whole batch, then one read of
+        # which claims are current (a claim superseded in between is reported as not current)
+        self._jobs.update_many(
+            {"$or": pairs},
+            [{"$set": {"dispatched_at": {"$ifNull": ["$dispatched_at", NOW]}}}],
+            session=self._session,
+        )
+        current = self._jobs.find(
+            {"_id": {"$in": list(claims)}, "status": JobStatus.RUNNING.value},
+            {"_id": 1, "claim_seq": 1, "dispatched_at": 1},
+            session=self._session,
+        )
+        return {
+            d["_id"]
+            for d in current
+            if d["claim_seq"] == claims[d["_id"]] and d.get("dispatched_at") is not None
+        }
 
     def _fenced_update(self, job_id: UUID, claim_seq: int, update: list[Doc]) -> bool:
         result = self._jobs.update_one(fenced(job_id, claim_seq), update, session=self._session)

@@ -28,6 +28,7 @@ from ratchet_store_mongo._jobs import (
     IDEMPOTENCY_RACE_RETRIES,
     JobsMixin,
     check_tags,
+    fenced,
 )
 from ratchet_store_mongo.documents import job_from_document, job_to_document, to_bson_datetime
 from ratchet_store_mongo.errors import duplicate_key_index, translated
@@ -50,20 +51,35 @@ class JobMaintenanceMixin(JobsMixin):
 
     @translated("release_claim")
     def release_claim(
-        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+        self,
+        job_id: UUID,
+        claim_seq: int,
+        *,
+        run_at: datetime | None = None,
+        unless_dispatched: bool = False,
     ) -> bool:
-        values: Doc = {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None}
+        values: Doc = {
+            "status": JobStatus.PENDING,
+            "owner": None,
+            "started_at": None,
+            "heartbeat_at": None,
+            "dispatched_at": None,
+        }
         if run_at is not None:
             values["scheduled_at"] = to_bson_datetime(run_at, "run_at")
-        return self._fenced_update(
-            job_id,
-            claim_seq,
+        query = fenced(job_id, claim_seq)
+        if unless_dispatched:
+            query["dispatched_at"] = None  # null or missing
+        result = self._jobs.update_one(
+            query,
             set_stage(
                 values,
                 now=("updated_at",),
                 attempt={"$max": [0, {"$subtract": ["$attempt", 1]}]},
             ),
+            session=self._session,
         )
+        return result.modified_count == 1
 
     def _reset_running(self, query: Doc, due_now: bool) -> int:
         result = self._jobs.update_many(
@@ -186,10 +202,51 @@ class JobMaintenanceMixin(JobsMixin):
         raise DuplicateJobError("bulk insert: idempotency keys kept being taken concurrently")
 
     @translated("reset_orphan_jobs")
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        cutoff = to_bson_datetime(heartbeat_before, "heartbeat_before")
         if not node_ids:
             return 0
-        return self._reset_running({"owner": {"$in": list(node_ids)}}, due_now=True)
+        wanted = list(dict.fromkeys(node_ids))
+
+        def run(session: ClientSession) -> int:
+            # One transaction: the node check and the reset see one snapshot, and a job claimed
+            # or touched meanwhile is excluded by the job's own heartbeat in the update filter
+            # (or conflicts with the update, which with_transaction then retries).
+            alive = {
+                d["_id"]
+                for d in self._col("nodes").find(
+                    {"_id": {"$in": wanted}, "last_heartbeat": {"$gte": cutoff}},
+                    {"_id": 1},
+                    session=session,
+                )
+            }
+            dead = [n for n in wanted if n not in alive]
+            if not dead:
+                return 0
+            result = self._jobs.update_many(
+                {
+                    "owner": {"$in": dead},
+                    "status": JobStatus.RUNNING.value,
+                    "$or": [{"heartbeat_at": None}, {"heartbeat_at": {"$lt": cutoff}}],
+                },
+                set_stage(
+                    {"status": JobStatus.PENDING, "owner": None, "heartbeat_at": None},
+                    now=("updated_at", "scheduled_at"),
+                    # a claim that never started gives its attempt back
+                    attempt={
+                        "$cond": [
+                            {"$eq": [{"$ifNull": ["$dispatched_at", None]}, None]},
+                            {"$max": [0, {"$subtract": ["$attempt", 1]}]},
+                            "$attempt",
+                        ]
+                    },
+                    dispatched_at=lit(None),
+                ),
+                session=session,
+            )
+            return result.modified_count
+
+        return self._atomic(run)
 
     @translated("find_stale_running_jobs")
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:

@@ -24,6 +24,10 @@ R = TypeVar("R")
 S = TypeVar("S", bound="SqlBase")
 CONFLICT_RETRIES = 4
 
+CONNECT_RETRIES = 4
+"""Attempts to open a connection (a failed connect sent nothing, so it is always safe to
+retry): 0.05 s, 0.2 s and 0.8 s apart, about a second in all for a server restarting."""
+
 CHUNK = 500
 """Most ids bound into one IN list (keeps every backend under its parameter limit)."""
 
@@ -83,6 +87,29 @@ class SqlBase:
         except sa.exc.SQLAlchemyError as exc:
             raise translate(exc, operation) from exc
 
+    def _connect(self) -> sa.Connection:
+        """A pooled connection (pinged at checkout, see ``create_store_engine``); a connect
+        that fails with a driver error is retried, because nothing was sent yet."""
+        for attempt in range(CONNECT_RETRIES):
+            try:
+                return self._engine.connect()
+            except (sa.exc.OperationalError, sa.exc.InterfaceError):
+                if attempt == CONNECT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * 4**attempt)
+        raise AssertionError("unreachable")
+
+    def _raw_connection(self) -> Any:
+        """Like ``_connect`` for a raw DBAPI connection from the pool."""
+        for attempt in range(CONNECT_RETRIES):
+            try:
+                return self._engine.raw_connection()
+            except (sa.exc.OperationalError, sa.exc.InterfaceError):
+                if attempt == CONNECT_RETRIES - 1:
+                    raise
+                time.sleep(0.05 * 4**attempt)
+        raise AssertionError("unreachable")
+
     @contextmanager
     def _write(self, operation: str) -> Iterator[sa.Connection]:
         if self._bound is None:
@@ -101,13 +128,13 @@ class SqlBase:
             with self._write(operation) as conn:
                 yield conn
             return
-        with self._translated(operation), self._engine.connect() as conn:
+        with self._translated(operation), self._connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
 
     @contextmanager
     def _independent(self, operation: str) -> Iterator[sa.Connection]:
-        with self._translated(operation), self._engine.connect() as conn:
+        with self._translated(operation), self._connect() as conn:
             if self._d.is_sqlite:
                 conn.execution_options(**{IMMEDIATE: True})
             with conn.begin():
@@ -119,7 +146,7 @@ class SqlBase:
             if self._bound is not None:
                 yield self._bound
                 return
-            with self._engine.connect() as conn:
+            with self._connect() as conn:
                 yield conn
 
     # ------------------------------------------------------------------ shared helpers

@@ -60,6 +60,7 @@ JOB_FIELDS = (
     "signal_payload",
     "resource_key",
     "recurring_name",
+    "dispatched_at",
 )
 
 
@@ -88,6 +89,7 @@ def job_to_row(job: JobEntity) -> dict[str, Any]:
         require_utc(getattr(job, name), name)
     require_utc(job.heartbeat_at, "heartbeat_at")
     require_utc(job.signal_deadline, "signal_deadline")
+    require_utc(job.dispatched_at, "dispatched_at")
     row = {name: getattr(job, name) for name in JOB_FIELDS}
     row["status"] = enum_value(JobStatus, job.status, "status", job.id).value
     row["priority"] = int(job.priority)

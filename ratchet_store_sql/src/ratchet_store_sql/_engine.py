@@ -85,6 +85,9 @@ def create_store_engine(
         kwargs.setdefault("pool_size", pool_size or 10)
         kwargs.setdefault("max_overflow", 10)
         kwargs.setdefault("pool_recycle", 3600)
+        # A pooled connection the server dropped (restart, pg_terminate_backend, KILL, idle
+        # timeout) is found by a ping at checkout and replaced, before any statement is sent.
+        kwargs.setdefault("pool_pre_ping", True)
     if backend in ("mysql", "mariadb"):
         # InnoDB's REPEATABLE READ takes gap locks that make claimers and completers deadlock;
         # every statement of the store is written for READ COMMITTED.

@@ -18,7 +18,23 @@ _MISSING_TABLE = ("no such table", "undefinedtable", "doesn't exist", "does not 
 
 class ConflictError(TransientStoreError):
     """A deadlock, serialization failure or lock timeout: the transaction rolled back and can
-    safely be retried (the claim does so)."""
+    safely be retried."""
+
+
+class ConnectionLostError(TransientStoreError):
+    """The connection broke during the operation: whether a statement sent on it was applied
+    is unknown (only an idempotent write may be retried blindly)."""
+
+
+# Server-side disconnects: admin shutdown/termination (PostgreSQL 57P01-57P03, class 08),
+# MySQL/MariaDB "server has gone away", "lost connection", "connection killed", shutdown.
+_MY_LOST = {2006, 2013, 2055, 1927, 1053}
+
+
+def _lost(code: object) -> bool:
+    if isinstance(code, str):
+        return code.startswith("08") or code in {"57P01", "57P02", "57P03"}
+    return code in _MY_LOST
 
 
 def _code(exc: sa.exc.DBAPIError) -> object:
@@ -35,8 +51,8 @@ def translate(exc: sa.exc.SQLAlchemyError, operation: str) -> StoreError:
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
     if isinstance(exc, sa.exc.DBAPIError):
         code = _code(exc)
-        if exc.connection_invalidated:
-            return TransientStoreError(f"{operation}: database connection lost ({detail})")
+        if exc.connection_invalidated or _lost(code):
+            return ConnectionLostError(f"{operation}: database connection lost ({detail})")
         if code in _PG_CONFLICT or code in _MY_CONFLICT:
             return ConflictError(f"{operation}: transaction conflict, retry ({detail})")
         if (
@@ -60,4 +76,4 @@ def translate(exc: sa.exc.SQLAlchemyError, operation: str) -> StoreError:
     return StoreError(f"{operation}: {type(exc).__name__}: {detail}")
 
 
-__all__ = ["ConflictError", "translate"]
+__all__ = ["ConflictError", "ConnectionLostError", "translate"]

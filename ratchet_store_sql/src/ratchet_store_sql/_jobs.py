@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -27,7 +27,7 @@ from ratchet_store_sql._convert import (
     row_to_job,
     row_to_node,
 )
-from ratchet_store_sql._errors import translate
+from ratchet_store_sql._errors import ConnectionLostError, translate
 
 J = s.jobs
 T = s.job_tags
@@ -55,6 +55,11 @@ def _seconds(value: timedelta, field: str) -> float:
 
 
 _PG_NOW = "timezone('UTC', statement_timestamp())"
+_PG_DISPATCH_MANY = sa.text(
+    f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+).columns(sa.column("id", sa.Uuid()))
 _PG_SUCCEED_MANY = sa.text(
     "UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result, owner = NULL,"
     f" finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
@@ -117,6 +122,15 @@ def _pg_compiled(stmt: Any, dialect: sa.Dialect) -> str:
     return sql
 
 
+def _same_job(stored: JobEntity, job: JobEntity) -> bool:
+    """The stored row is ``job`` (written by an attempt whose outcome was lost)."""
+    return (stored.target, stored.payload, stored.idempotency_key) == (
+        job.target,
+        job.payload,
+        job.idempotency_key,
+    )
+
+
 class JobOperations(SqlBase):
     """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
 
@@ -125,6 +139,24 @@ class JobOperations(SqlBase):
     def insert_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
         _check_tags(job.tags, job.id)
+        if self._bound is not None:
+            return self._insert_job_once(job, row)
+        try:
+            return self._insert_job_once(job, row)
+        except ConnectionLostError:
+            # The connection broke under the insert (its own transaction, or one autocommit
+            # statement): it either committed whole or not at all. Send it again on a fresh
+            # connection; if the first one did commit, the job's id is taken by this very job.
+            pass
+        try:
+            return self._insert_job_once(job, row)
+        except DuplicateJobError:
+            stored = self.find_by_id(job.id)
+            if stored is not None and _same_job(stored, job):
+                return stored
+            raise
+
+    def _insert_job_once(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
         if self._d.is_pg:
             return self._insert_job_pg(job, row)
         with self._write("insert_job") as conn:
@@ -179,7 +211,7 @@ class JobOperations(SqlBase):
             k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in row.items()
         }
         try:
-            raw = self._engine.raw_connection()
+            raw = self._raw_connection()
         except sa.exc.SQLAlchemyError as exc:
             raise translate(exc, "insert_job") from exc
         try:
@@ -191,10 +223,14 @@ class JobOperations(SqlBase):
                 if not driver.closed:
                     driver.autocommit = False
         except Exception as exc:
-            error = sa.exc.DBAPIError.instance(
-                sql, params, exc, self._engine.dialect.loaded_dbapi.Error
+            dbapi_error = self._engine.dialect.loaded_dbapi.Error
+            lost = getattr(driver, "broken", False) or (
+                isinstance(exc, dbapi_error) and self._engine.dialect.is_disconnect(exc, raw, None)
             )
-            if error.connection_invalidated or getattr(driver, "broken", False):
+            error = sa.exc.DBAPIError.instance(
+                sql, params, exc, dbapi_error, connection_invalidated=lost
+            )
+            if lost:
                 raw.invalidate(exc)
             if isinstance(error, sa.exc.IntegrityError):
                 raise self._duplicate(None, job, error) from exc
@@ -303,6 +339,7 @@ class JobOperations(SqlBase):
             "owner": node_id,
             "attempt": J.c.attempt + 1,
             "claim_seq": J.c.claim_seq + 1,
+            "dispatched_at": None,
         }
         if d.returning:
             if d.is_pg:
@@ -362,6 +399,7 @@ class JobOperations(SqlBase):
                     started_at=stamp,
                     heartbeat_at=stamp,
                     updated_at=stamp,
+                    dispatched_at=None,
                 )
                 rows.append(row)
         if not rows:
@@ -377,17 +415,58 @@ class JobOperations(SqlBase):
             return tuple(version[:2]) >= (10, 6)
         return tuple(version[:1]) >= (8,)
 
+    @retry_conflicts
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        if not claims:
+            return set()
+        pairs = list(claims.items())
+        applied: set[UUID] = set()
+        write = self._write_statement if len(pairs) <= CHUNK else self._write
+        with write("mark_dispatched") as conn:
+            for part in chunks(pairs):
+                applied |= self._dispatch_chunk(conn, part)
+        return applied
+
+    def _dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        if self._d.is_pg:
+            return set(
+                conn.execute(
+                    _PG_DISPATCH_MANY,
+                    {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]},
+                ).scalars()
+            )
+        fence = sa.and_(
+            J.c.id.in_([job_id for job_id, _ in part]),
+            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(part)),
+            J.c.status == RUNNING,
+        )
+        # the first mark of a claim stands (a repeated mark still reports the claim current)
+        stamp = sa.func.coalesce(J.c.dispatched_at, self._d.now())
+        if self._d.returning:
+            stmt = sa.update(J).where(fence).values(dispatched_at=stamp).returning(J.c.id)
+            return set(conn.execute(stmt).scalars())
+        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
+        if locked:
+            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(dispatched_at=stamp))
+        return locked
+
     # ------------------------------------------------------------------ fenced writes
 
     @retry_conflicts
-    def _fenced(self, operation: str, job_id: UUID, claim_seq: int, values: dict[str, Any]) -> bool:
+    def _fenced(
+        self,
+        operation: str,
+        job_id: UUID,
+        claim_seq: int,
+        values: dict[str, Any],
+        extra: sa.ColumnElement[bool] | None = None,
+    ) -> bool:
         values.setdefault("updated_at", self._d.now())
+        where = [J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING]
+        if extra is not None:
+            where.append(extra)
         with self._write_statement(operation) as conn:
-            stmt = (
-                sa.update(J)
-                .where(J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING)
-                .values(**values)
-            )
+            stmt = sa.update(J).where(*where).values(**values)
             return conn.execute(stmt).rowcount == 1
 
     @retry_conflicts
@@ -551,7 +630,12 @@ class JobOperations(SqlBase):
         return self._swap("compare_and_swap_status", job_id, expected_s, new_s, **extra)
 
     def release_claim(
-        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+        self,
+        job_id: UUID,
+        claim_seq: int,
+        *,
+        run_at: datetime | None = None,
+        unless_dispatched: bool = False,
     ) -> bool:
         require_utc(run_at, "run_at")
         values: dict[str, Any] = {
@@ -560,10 +644,17 @@ class JobOperations(SqlBase):
             "owner": None,
             "started_at": None,
             "heartbeat_at": None,
+            "dispatched_at": None,
         }
         if run_at is not None:
             values["scheduled_at"] = run_at
-        return self._fenced("release_claim", job_id, claim_seq, values)
+        return self._fenced(
+            "release_claim",
+            job_id,
+            claim_seq,
+            values,
+            J.c.dispatched_at.is_(None) if unless_dispatched else None,
+        )
 
     @retry_conflicts
     def reset_running_jobs(self, node_id: str) -> int:
@@ -696,17 +787,42 @@ class JobOperations(SqlBase):
             ) from exc
 
     @retry_conflicts
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        require_utc(heartbeat_before, "heartbeat_before")
         if not node_ids:
             return 0
         now = self._d.now()
+        N = s.nodes
+        # The liveness checks are part of the UPDATE itself: a node that heartbeat again, or a
+        # job claimed/touched after the cutoff, is never reset (a claim committed concurrently
+        # is re-checked on the row's newest version by every backend's UPDATE).
+        alive = sa.exists().where(N.c.node_id == J.c.owner, N.c.last_heartbeat >= heartbeat_before)
         count = 0
         with self._write("reset_orphan_jobs") as conn:
             for part in chunks(list(node_ids)):
                 stmt = (
                     sa.update(J)
-                    .where(J.c.owner.in_(part), J.c.status == RUNNING)
-                    .values(status=PENDING, owner=None, scheduled_at=now, updated_at=now)
+                    .where(
+                        J.c.owner.in_(part),
+                        J.c.status == RUNNING,
+                        sa.or_(J.c.heartbeat_at.is_(None), J.c.heartbeat_at < heartbeat_before),
+                        ~alive,
+                    )
+                    .values(
+                        status=PENDING,
+                        owner=None,
+                        scheduled_at=now,
+                        updated_at=now,
+                        # a claim that never started gives its attempt back
+                        attempt=sa.case(
+                            (
+                                sa.and_(J.c.dispatched_at.is_(None), J.c.attempt > 0),
+                                J.c.attempt - 1,
+                            ),
+                            else_=J.c.attempt,
+                        ),
+                        dispatched_at=None,
+                    )
                 )
                 count += conn.execute(stmt).rowcount
         return count

@@ -57,6 +57,8 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("signal_payload", long_text(), nullable=True),
         sa.Column("resource_key", key_string(KEY), nullable=True),
         sa.Column("recurring_name", key_string(KEY), nullable=True),
+        # set when the worker starts the current claim (migration 0003)
+        sa.Column("dispatched_at", UtcDateTime(), nullable=True),
     ]
 
 

@@ -66,7 +66,10 @@ class JobEntity:
 
     ``payload`` is the serialized (possibly encrypted) invocation; ``target`` is its
     ``module:qualname`` kept in clear for queries. ``attempt`` counts claims (it is incremented by
-    every claim, so an attempt lost to a crash still counts). ``claim_seq`` is the fencing token:
+    every claim, so an attempt lost to a crash while the job ran still counts); a claim given
+    back or recovered before the worker started the job (``dispatched_at`` still None) is not
+    counted. ``dispatched_at`` is set by ``JobClaimStore.mark_dispatched`` when the worker starts
+    running the current claim, and cleared by the next claim. ``claim_seq`` is the fencing token:
     it is incremented by every claim and every fenced write must present the current value.
     ``backoff`` is the JSON form of the job's ``BackoffPolicy`` (None: the engine default).
     """
@@ -100,6 +103,7 @@ class JobEntity:
     signal_payload: str | None = None
     resource_key: str | None = attrs.field(default=None, validator=_key)
     recurring_name: str | None = None
+    dispatched_at: datetime | None = attrs.field(default=None, validator=_utc)
 
 
 @attrs.frozen(kw_only=True)

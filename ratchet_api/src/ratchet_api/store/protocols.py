@@ -99,7 +99,22 @@ class JobClaimStore(Protocol):
         concurrent caller in any process: a job is returned to exactly one caller per claim.
         ``execution_targets`` restricts to jobs whose target label is in the list (None: any;
         a job with no label matches any node). ``tag_filter`` keeps jobs carrying every required
-        tag and none of the excluded ones.
+        tag and none of the excluded ones. ``dispatched_at`` of a claimed job is None.
+        """
+        ...
+
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        """Record that the worker starts running these claims (job id -> claim sequence):
+        ``dispatched_at=now`` on each job still RUNNING under that claim sequence. Returns the
+        ids whose claim is current (marked now or before); a job left out was recovered,
+        cancelled or claimed again since, and its caller should not run it. REQUIRED, atomic per
+        job, in as few round trips as the backend allows (the worker batches the marks of jobs
+        starting together).
+
+        The mark is what lets recovery tell a job that never ran from one that may have: a
+        claim recovered or given back while ``dispatched_at`` is None does not count its
+        attempt (``reset_orphan_jobs``, ``release_claim``), so a worker that dies holding
+        prefetched jobs never pushes them towards the dead letter.
         """
         ...
 
@@ -166,12 +181,22 @@ class JobBatchStatusStore(Protocol):
         ...
 
     def release_claim(
-        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+        self,
+        job_id: UUID,
+        claim_seq: int,
+        *,
+        run_at: datetime | None = None,
+        unless_dispatched: bool = False,
     ) -> bool:
-        """Fenced RUNNING -> PENDING without counting the attempt (``attempt - 1``), for jobs
-        claimed but never started (graceful shutdown, a call refused by an open circuit
-        breaker). With ``run_at`` (timezone-aware UTC) the job is due again only then
-        (``scheduled_at = run_at``); without it its ``scheduled_at`` is unchanged. REQUIRED."""
+        """Fenced RUNNING -> PENDING without counting the attempt (``attempt - 1``), owner,
+        ``started_at``, ``heartbeat_at`` and ``dispatched_at`` cleared, for jobs claimed but
+        never started (graceful shutdown, recovery of a stale claim, a call refused by an open
+        circuit breaker). With ``run_at`` (timezone-aware UTC) the job is due again only then
+        (``scheduled_at = run_at``); without it its ``scheduled_at`` is unchanged. With
+        ``unless_dispatched`` it also changes nothing and returns False when
+        ``mark_dispatched`` applied to this claim (checked atomically with the release), so a
+        recoverer cannot give back uncounted a claim whose job has started meanwhile. REQUIRED.
+        """
         ...
 
     def reset_running_jobs(self, node_id: str) -> int:
@@ -202,9 +227,25 @@ class JobBulkStore(Protocol):
         keys that already exist are skipped, not raised. Returns the number inserted. REQUIRED."""
         ...
 
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
-        """RUNNING jobs owned by any of ``node_ids`` -> PENDING due now, owner cleared; the
-        attempt stays counted. Returns the count. REQUIRED."""
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        """Recover the jobs of dead nodes: RUNNING jobs owned by any of ``node_ids`` -> PENDING
+        due now, owner and ``dispatched_at`` cleared. The attempt stays counted for a job whose
+        claim was dispatched (``mark_dispatched``: it may have run) and is given back
+        (``attempt - 1``) for one that was not (claimed, never started). Returns the count.
+        REQUIRED.
+
+        ``heartbeat_before`` (aware UTC, usually the store's now minus the node timeout) closes
+        the race between finding inactive nodes and resetting their jobs: a job is reset only
+        if, checked atomically with the reset (one statement or one transaction),
+
+        * its owner has no node row whose ``last_heartbeat`` is at or after
+          ``heartbeat_before`` (a node that heartbeat again in between keeps every job), and
+        * its own ``heartbeat_at`` is unset or before ``heartbeat_before`` (a job claimed or
+          touched since, e.g. by a node resumed after a pause that claimed before its first
+          heartbeat, is never taken from under it).
+
+        ``StoreDataError`` for a naive ``heartbeat_before``.
+        """
         ...
 
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:

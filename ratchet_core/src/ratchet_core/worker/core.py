@@ -101,6 +101,7 @@ from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.execution import (
     FINISHED,
     QUEUED,
@@ -223,6 +224,7 @@ class Worker:
                 )
             loader = resolver
         self._store = store
+        self._dispatch = DispatchMarks(store)  # started marks (issue 17), written in _begin
         self._serializer = serializer
         self._resolver: TargetLoader = loader
         self._class_policy = class_policy
@@ -807,6 +809,14 @@ class Worker:
         if self._circuit_open(job):
             return False
         entity = job.entity
+        # Started mark (issue 17, store side): recovery charges no attempt to a claim never
+        # marked; a claim the store reports superseded is not run (it would run twice).
+        if self._dispatch.mark(entity.id, entity.claim_seq) is False:
+            _log.warning("job %s was recovered or cancelled before it started; not run", entity.id)
+            with self._lock:
+                self._disown(job)
+            self._release_slot(job)
+            return False
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
 

@@ -8,11 +8,17 @@ one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
 the offset to the store's clock:
 
 1. nodes whose heartbeat is older than ``worker.node_timeout``: their RUNNING jobs go back to
-   PENDING with the attempt counted (``reset_orphan_jobs``), then the node rows are deleted;
+   PENDING, the attempt counted only if the job had started (``reset_orphan_jobs``, which
+   atomically spares a node that heartbeat again and any job claimed or touched since the
+   cutoff), then the node rows still inactive are deleted;
 2. RUNNING jobs whose own heartbeat is older than the timeout (their node still heartbeats, or
-   has no row): each is put back with a fenced ``schedule_retry`` (attempt counted), or sent to
-   the dead letter with a fenced ``mark_failed_terminal`` when its attempts already exhaust
-   ``max_retries``.
+   has no row): a job that never started (no ``mark_dispatched``) is given back with
+   ``release_claim(..., unless_dispatched=True)``, its attempt not counted; a started one is
+   put back with a fenced ``schedule_retry`` (attempt counted), or sent to the dead letter with
+   a fenced ``mark_failed_terminal`` when its attempts already exhaust ``max_retries``.
+
+A job's attempt is therefore only charged for claims that started: a job never reaches the
+dead letter without having run.
 
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
@@ -163,6 +169,10 @@ class Maintenance:
         return count
 
     def _recover_dead_nodes(self) -> int:
+        # The cutoff is taken before the nodes are read: the store resets only jobs of nodes
+        # (and jobs) still without a heartbeat since it, so a node that heartbeats or claims
+        # again between the two calls keeps its fresh work.
+        cutoff = self._store.server_now() - self._node_timeout
         dead = [
             n.node_id
             for n in self._store.find_inactive_nodes(self._node_timeout)
@@ -170,8 +180,9 @@ class Maintenance:
         ]
         if not dead:
             return 0
-        reset = self._store.reset_orphan_jobs(dead)
-        self._store.delete_nodes_by_ids(dead)
+        reset = self._store.reset_orphan_jobs(dead, cutoff)
+        # only rows still inactive: a node that heartbeat again keeps its row
+        self._store.delete_inactive_nodes(self._node_timeout)
         _log.warning(
             "nodes %s stopped heartbeating: %d of their running jobs were put back to pending",
             ", ".join(dead),
@@ -190,7 +201,11 @@ class Maintenance:
                 f"node {job.owner or '?'} stopped heartbeating job {job.id} "
                 f"(no heartbeat for {self._node_timeout.total_seconds():g}s)"
             )
-            if job.attempt > job.max_retries:
+            if job.dispatched_at is None:
+                # claimed, never started: given back without charging the attempt (refused if
+                # it started meanwhile; the next sweep then sees it started)
+                applied = self._store.release_claim(job.id, job.claim_seq, unless_dispatched=True)
+            elif job.attempt > job.max_retries:
                 applied = self._store.mark_failed_terminal(
                     job.id,
                     job.claim_seq,

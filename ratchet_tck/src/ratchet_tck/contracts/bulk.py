@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import NodeEntity
 from ratchet_tck.contracts.base import StoreContract, naive, raises_store_data_error
 from ratchet_tck.fixture import StoreFixture
 
@@ -59,14 +60,84 @@ class JobBulkStoreContract(StoreContract):
         b = self.claim_one(store, "tck-dead-2")
         alive = self.claim_one(store, "tck-alive")
         assert {a.id, b.id, alive.id} == {j.id for j in jobs}
-        assert store.reset_orphan_jobs(["tck-dead-1", "tck-dead-2", "tck-absent"]) == 2
+        time.sleep(0.01)
+        cutoff = store.server_now() + timedelta(seconds=1)  # every heartbeat so far is older
+        assert store.mark_dispatched({a.id: a.claim_seq, b.id: b.claim_seq}) == {a.id, b.id}
+        assert store.reset_orphan_jobs(["tck-dead-1", "tck-dead-2", "tck-absent"], cutoff) == 2
         for job in (a, b):
             reset = self.reload(store, job)
             assert (reset.status, reset.owner, reset.attempt) == (JobStatus.PENDING, None, 1)
             assert reset.scheduled_at <= store.server_now()
         assert self.reload(store, alive).owner == "tck-alive"
         assert store.mark_succeeded(a.id, a.claim_seq, "old owner") is False
-        assert store.reset_orphan_jobs([]) == 0
+        assert store.reset_orphan_jobs([], cutoff) == 0
+
+    def test_reset_orphan_jobs_gives_back_the_attempt_of_undispatched_claims(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """A dead node's prefetched jobs never ran: their attempt is not charged, so they
+        cannot reach the dead letter without a single execution."""
+        store = tck_fixture.store()
+        self.insert(tck_fixture, max_retries=0)
+        self.insert(tck_fixture, max_retries=0)
+        ran, queued = store.claim_next_batch("tck-crashed", 2)
+        assert store.mark_dispatched({ran.id: ran.claim_seq}) == {ran.id}
+        time.sleep(0.01)
+        assert store.reset_orphan_jobs(["tck-crashed"], store.server_now() + timedelta(seconds=1))
+        after_ran, after_queued = self.reload(store, ran), self.reload(store, queued)
+        assert (after_ran.status, after_ran.attempt) == (JobStatus.PENDING, 1), "it may have run"
+        assert (after_queued.status, after_queued.attempt) == (JobStatus.PENDING, 0)
+        assert after_ran.dispatched_at is None and after_queued.dispatched_at is None
+
+    def test_reset_orphan_jobs_spares_a_node_that_heartbeat_again(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """The recovery race: the node was found inactive, then heartbeat (resumed) before the
+        reset; neither its old nor its fresh claims may be taken from it."""
+        store = tck_fixture.store()
+        self.insert(tck_fixture)
+        self.insert(tck_fixture)
+        store.upsert_heartbeat(_node("tck-zombie"))
+        old = self.claim_one(store, "tck-zombie")
+        time.sleep(0.02)
+        cutoff = store.server_now()  # "inactive since": taken while the node was silent
+        time.sleep(0.02)
+        store.upsert_heartbeat(_node("tck-zombie"))  # it resumes...
+        fresh = self.claim_one(store, "tck-zombie")  # ...and claims again
+        assert store.reset_orphan_jobs(["tck-zombie"], cutoff) == 0
+        for job in (old, fresh):
+            kept = self.reload(store, job)
+            assert (kept.status, kept.owner) == (JobStatus.RUNNING, "tck-zombie")
+        assert store.mark_succeeded(fresh.id, fresh.claim_seq, "kept") is True
+
+    def test_reset_orphan_jobs_spares_jobs_claimed_after_the_cutoff(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """A resumed node may claim before its first heartbeat: the job claimed after the cutoff
+        stays its own, the job it held while silent is recovered."""
+        store = tck_fixture.store()
+        self.insert(tck_fixture)
+        self.insert(tck_fixture)
+        store.upsert_heartbeat(_node("tck-paused"))
+        old = self.claim_one(store, "tck-paused")
+        time.sleep(0.02)
+        cutoff = store.server_now()
+        time.sleep(0.02)
+        fresh = self.claim_one(store, "tck-paused")  # no heartbeat yet
+        assert store.reset_orphan_jobs(["tck-paused"], cutoff) == 1
+        assert self.reload(store, old).status is JobStatus.PENDING
+        kept = self.reload(store, fresh)
+        assert (kept.status, kept.owner, kept.claim_seq) == (
+            JobStatus.RUNNING,
+            "tck-paused",
+            fresh.claim_seq,
+        )
+        assert store.mark_succeeded(fresh.id, fresh.claim_seq, "kept") is True
+
+    def test_reset_orphan_jobs_refuses_naive_cutoff(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        with raises_store_data_error("heartbeat_before"):
+            store.reset_orphan_jobs(["tck-node"], naive(store.server_now()))
 
     def test_stale_running_jobs_and_touch(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
@@ -120,3 +191,7 @@ class JobBulkStoreContract(StoreContract):
         with raises_store_data_error("cutoff"):
             store.delete_dead_letter_older_than(naive(store.server_now()), 10)
         assert store.find_by_id(uuid7()) is None
+
+
+def _node(node_id: str) -> NodeEntity:
+    return NodeEntity(node_id=node_id, host="tck-host", pid=1, started_at=datetime.now(UTC))

@@ -113,6 +113,33 @@ class JobClaimStoreContract(StoreContract):
         assert self.reload(store, job).status is JobStatus.RUNNING
         assert store.mark_succeeded(job.id, second.claim_seq, '"ok"') is True
 
+    def test_mark_dispatched_applies_to_current_claims_only(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        self.insert(tck_fixture)
+        self.insert(tck_fixture)
+        self.insert(tck_fixture)
+        a, b = store.claim_next_batch("tck-node", 2)
+        assert a.dispatched_at is None and b.dispatched_at is None
+        pending = self.insert(tck_fixture, scheduled_at=store.server_now() + timedelta(hours=1))
+        missing = tck_fixture.new_pending_job().id
+        claims = {a.id: a.claim_seq, b.id: b.claim_seq + 1, pending.id: 0, missing: 1}
+        assert store.mark_dispatched(claims) == {a.id}
+        marked = self.reload(store, a)
+        assert marked.dispatched_at is not None and marked.status is JobStatus.RUNNING
+        assert self.reload(store, b).dispatched_at is None, "a stale claim is not marked"
+        assert store.mark_dispatched({a.id: a.claim_seq}) == {a.id}, "marking again: current"
+        assert_same_instant(
+            self.reload(store, a).dispatched_at, marked.dispatched_at, "the first mark stands"
+        )
+        assert store.mark_dispatched({}) == set()
+        # the next claim of the job starts undispatched
+        assert store.schedule_retry(a.id, a.claim_seq, store.server_now(), "again")
+        again = store.claim_next_batch("tck-node", 3)
+        assert [j.dispatched_at for j in again if j.id == a.id] == [None]
+        assert self.reload(store, a).dispatched_at is None
+
     def test_execution_targets_restrict_claims(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         gpu = self.insert(tck_fixture, execution_target="gpu")

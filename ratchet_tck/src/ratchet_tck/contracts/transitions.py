@@ -318,6 +318,24 @@ class JobBatchStatusStoreContract(StoreContract):
         with raises_store_data_error("run_at", "scheduled_at"):
             store.release_claim(again.id, again.claim_seq, run_at=naive(later))
 
+    def test_release_unless_dispatched_keeps_a_started_claim(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        started = _running(self, tck_fixture)
+        assert store.mark_dispatched({started.id: started.claim_seq}) == {started.id}
+        assert store.release_claim(started.id, started.claim_seq, unless_dispatched=True) is False
+        kept = self.reload(store, started)
+        assert (kept.status, kept.owner, kept.attempt) == (JobStatus.RUNNING, "tck-node", 1)
+        idle = _running(self, tck_fixture)
+        assert store.release_claim(idle.id, idle.claim_seq, unless_dispatched=True) is True
+        released = self.reload(store, idle)
+        assert (released.status, released.attempt, released.dispatched_at) == (
+            JobStatus.PENDING,
+            0,
+            None,
+        )
+
     def test_reset_running_jobs_of_a_node(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         mine = [_running(self, tck_fixture, "tck-node-a") for _ in range(2)]

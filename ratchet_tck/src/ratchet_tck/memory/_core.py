@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 from uuid import UUID
@@ -131,9 +131,23 @@ class CoreMemoryStore:
                     heartbeat_at=now,
                     attempt=j.attempt + 1,
                     claim_seq=j.claim_seq + 1,
+                    dispatched_at=None,
                 )
                 for j in due
             ]
+
+    def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+        s = self._s
+        applied: set[UUID] = set()
+        with s.lock:
+            now = s.now()
+            for job_id, claim_seq in claims.items():
+                job = s.fenced(job_id, claim_seq)
+                if job is not None:
+                    if job.dispatched_at is None:
+                        s.put(job, dispatched_at=now)
+                    applied.add(job_id)
+        return applied
 
     # ------------------------------------------------------------------ terminal
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
@@ -216,13 +230,18 @@ class CoreMemoryStore:
             return True
 
     def release_claim(
-        self, job_id: UUID, claim_seq: int, *, run_at: datetime | None = None
+        self,
+        job_id: UUID,
+        claim_seq: int,
+        *,
+        run_at: datetime | None = None,
+        unless_dispatched: bool = False,
     ) -> bool:
         check_utc(run_at, "run_at", job_id)
         s = self._s
         with s.lock:
             job = s.fenced(job_id, claim_seq)
-            if job is None:
+            if job is None or (unless_dispatched and job.dispatched_at is not None):
                 return False
             s.put(
                 job,
@@ -230,11 +249,21 @@ class CoreMemoryStore:
                 attempt=max(job.attempt - 1, 0),
                 owner=None,
                 scheduled_at=job.scheduled_at if run_at is None else run_at,
+                started_at=None,
+                heartbeat_at=None,
+                dispatched_at=None,
             )
             return True
 
     def reset_running_jobs(self, node_id: str) -> int:
-        return self.reset_orphan_jobs([node_id])
+        s = self._s
+        with s.lock:
+            running = [
+                j for j in s.jobs.values() if j.status is JobStatus.RUNNING and j.owner == node_id
+            ]
+            for j in running:
+                s.put(j, status=JobStatus.PENDING, owner=None)
+            return len(running)
 
     def find_children(self, parent_id: UUID) -> list[JobEntity]:
         with self._s.lock:
@@ -289,16 +318,33 @@ class CoreMemoryStore:
                 s.jobs[job.id] = job
             return len(fresh)
 
-    def reset_orphan_jobs(self, node_ids: Sequence[str]) -> int:
+    def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
+        check_utc(heartbeat_before, "heartbeat_before")
         s = self._s
-        owners = set(node_ids)
         with s.lock:
+            owners = {
+                n
+                for n in node_ids
+                if n not in s.nodes or s.nodes[n].last_heartbeat < heartbeat_before
+            }
             now = s.now()
             running = [
-                j for j in s.jobs.values() if j.status is JobStatus.RUNNING and j.owner in owners
+                j
+                for j in s.jobs.values()
+                if j.status is JobStatus.RUNNING
+                and j.owner in owners
+                and (j.heartbeat_at is None or j.heartbeat_at < heartbeat_before)
             ]
             for j in running:
-                s.put(j, status=JobStatus.PENDING, owner=None, scheduled_at=now)
+                s.put(
+                    j,
+                    status=JobStatus.PENDING,
+                    owner=None,
+                    scheduled_at=now,
+                    # a claim that never started gives its attempt back
+                    attempt=j.attempt if j.dispatched_at is not None else max(j.attempt - 1, 0),
+                    dispatched_at=None,
+                )
             return len(running)
 
     def find_stale_running_jobs(self, heartbeat_before: datetime, limit: int) -> list[JobEntity]:
