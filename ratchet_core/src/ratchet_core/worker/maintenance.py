@@ -29,6 +29,7 @@ from ratchet_api.model import NodeIdentity
 from ratchet_api.spi.runtime import StartupCoordinator
 from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_core.recurring.sweeper import RecurringSweeper
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -51,6 +52,7 @@ class Maintenance:
         owned_ids: Callable[[], list[UUID]],
         on_recovered: Callable[[int], None],
         on_clock: Callable[[timedelta], None],
+        recurring: RecurringSweeper | None = None,
     ) -> None:
         self._store = store
         self._identity = identity
@@ -64,14 +66,19 @@ class Maintenance:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = datetime.now(UTC)
+        self._recurring = recurring  # fires recurring jobs on a thread of its own
 
     def start(self) -> None:
         self.heartbeat()
         self._thread = threading.Thread(target=self._run, name="ratchet-heartbeat", daemon=True)
         self._thread.start()
+        if self._recurring is not None:
+            self._recurring.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._recurring is not None:
+            self._recurring.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
 
