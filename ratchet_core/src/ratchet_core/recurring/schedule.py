@@ -7,7 +7,8 @@ A schedule is stored as one string (``RecurringJobEntity.cron``) plus a time zon
 * an alias: ``@yearly`` (``@annually``), ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``),
   ``@hourly``;
 * a fixed interval ``@every 90s`` (written by ``every=timedelta(seconds=90)``), counted from the
-  previous fire time in UTC; the time zone plays no part.
+  previous fire time in UTC (the first slot on a grid aligned to the Unix epoch); the time zone
+  plays no part.
 
 Cron fields are evaluated on the zone's wall clock (``croniter`` on naive local times) and each
 matching wall time is mapped to one UTC instant here, so daylight saving time is handled in one
@@ -48,6 +49,7 @@ EVERY_PREFIX = "@every "
 MIN_INTERVAL = timedelta(seconds=1)
 _TRANSITION_WINDOW = timedelta(hours=3)
 """Wider than any DST shift: a fold or gap within this distance of an instant can matter."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAME = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
 
 
@@ -99,8 +101,11 @@ class IntervalSchedule(Schedule):
     interval: timedelta
 
     def next_after(self, instant: datetime, anchor: datetime | None = None) -> datetime:
-        if anchor is None or anchor > instant:
-            return (anchor if anchor is not None else instant + self.interval).astimezone(UTC)
+        # Without an anchor the grid is aligned to the Unix epoch, so workers declaring the same
+        # definition at about the same time compute the same first slot.
+        anchor = _EPOCH if anchor is None else anchor
+        if anchor > instant:
+            return anchor.astimezone(UTC)
         steps = math.floor((instant - anchor) / self.interval) + 1
         return (anchor + steps * self.interval).astimezone(UTC)
 
