@@ -4,6 +4,7 @@ Mongo). Misfires use definitions backdated in the store and a given clock; no sl
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import uuid
 from collections import Counter
@@ -213,13 +214,16 @@ def test_a_crash_between_the_job_write_and_the_advance_neither_loses_nor_doubles
     assert rec.find_recurring(name).next_fire_at == slot + timedelta(minutes=1)
 
 
-def test_racing_sweepers_fire_every_slot_exactly_once(recurring_engine: Any) -> None:
+def test_racing_sweepers_fire_every_slot_exactly_once(
+    recurring_engine: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     scheduler = recurring_engine.scheduler()
     store = scheduler.store
     names = [rid() for _ in range(3)]
     for name in names:
         scheduler.recurring(name, timedelta(seconds=1), targets.tick, misfire="fire_all")
         backdate(store, name, timedelta(seconds=40))
+    caplog.set_level(logging.WARNING, logger="ratchet.recurring")
     barrier = threading.Barrier(4)
     errors: list[BaseException] = []
 
@@ -238,6 +242,8 @@ def test_racing_sweepers_fire_every_slot_exactly_once(recurring_engine: Any) -> 
     for t in threads:
         t.join(60)
     assert not errors, errors
+    # losing a race is normal, not an error: nothing was logged as a failed fire
+    assert not [r for r in caplog.records if "could not fire" in r.getMessage()]
     for name in names:
         fired = runs(store, name)
         slots = Counter(j.scheduled_at for j in fired)

@@ -26,8 +26,9 @@ from datetime import datetime, timedelta
 
 import attrs
 
+from ratchet_api.errors import DuplicateJobError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus
-from ratchet_api.store.entities import JobQuery, MisfirePolicy, RecurringJobEntity
+from ratchet_api.store.entities import JobEntity, JobQuery, MisfirePolicy, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore, RecurringJobStore
 from ratchet_core.recurring.schedule import IntervalSchedule, Schedule, parse_schedule
 from ratchet_core.recurring.settings import RecurringSettings
@@ -219,7 +220,7 @@ class RecurringSweeper:
         written = 0
         if slots:
             jobs = [job_for(definition, template, slot=s, now=now) for s in slots]
-            written = self._store.bulk_insert(jobs)
+            written = self._write(jobs)
         won = self._recurring.advance_next_fire(
             definition.name, definition.next_fire_at, p.next_fire_at
         )
@@ -228,6 +229,21 @@ class RecurringSweeper:
         skipped = p.dropped + busy
         self._report(definition, p, slots, skipped, busy)
         return Outcome(fired=written, skipped=skipped, won=True)
+
+    def _write(self, jobs: list[JobEntity]) -> int:
+        """Write the slot jobs (existing keys skipped); the number actually written."""
+        try:
+            return self._store.bulk_insert(jobs)
+        except DuplicateJobError:
+            # a racing worker wrote one of these slots between the store's key check and its
+            # insert: write job by job, a key written concurrently already has its job
+            written = 0
+            for job in jobs:
+                try:
+                    written += self._store.insert_job(job).id == job.id
+                except DuplicateJobError:
+                    continue
+            return written
 
     def _unfinished(self, recurring_id: str) -> int:
         if self._queries is None:
