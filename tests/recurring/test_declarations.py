@@ -174,3 +174,35 @@ def test_worker_start_fails_for_a_refused_decorated_target(tmp_path: Path) -> No
     finally:
         REGISTRY.remove(bad_id)
         store.close()
+
+
+def test_recurring_modules_are_imported_at_worker_start(tmp_path: Path) -> None:
+    container = build_container(
+        f"sqlite:///{tmp_path / 'r.db'}", **{"recurring.modules": "tests.recurring.decorated_jobs"}
+    )
+    store = container.job_store()
+    migrate(store)
+    worker = container.worker()
+    try:
+        worker.start()
+        from tests.recurring.decorated_jobs import DECORATED_ID
+
+        declared = container.scheduler().recurring_jobs.get(DECORATED_ID)
+        assert declared is not None and declared.target == "tests.recurring.decorated_jobs:hourly"
+    finally:
+        worker.stop()
+        REGISTRY.remove("tests-decorated-every-hour")
+        store.close()
+
+
+def test_an_unimportable_recurring_module_fails_the_start(tmp_path: Path) -> None:
+    container = build_container(
+        f"sqlite:///{tmp_path / 'r.db'}", **{"recurring.modules": "tests.recurring.missing_mod"}
+    )
+    store = container.job_store()
+    migrate(store)
+    try:
+        with pytest.raises(ConfigurationError, match="missing_mod"):
+            container.worker().start()
+    finally:
+        store.close()

@@ -7,7 +7,14 @@ from datetime import timedelta
 import attrs
 
 from ratchet_api.spi.runtime import RatchetConfig, RatchetConfigKey
-from ratchet_core.config import parse_bool, parse_duration, parse_int, parse_str, register_key
+from ratchet_core.config import (
+    parse_bool,
+    parse_duration,
+    parse_int,
+    parse_str,
+    parse_str_list,
+    register_key,
+)
 
 ENABLED = register_key(
     RatchetConfigKey(
@@ -51,6 +58,15 @@ BATCH_SIZE = register_key(
         "Due definitions read per store query by the recurring sweep.",
     )
 )
+MODULES: RatchetConfigKey[tuple[str, ...]] = register_key(
+    RatchetConfigKey(
+        "recurring.modules",
+        parse_str_list,
+        (),
+        "Comma separated modules a worker imports when it starts, so that their @recurring "
+        "functions are declared (modules the application imports anyway need no listing).",
+    )
+)
 DEFINITIONS = register_key(
     RatchetConfigKey(
         "recurring",
@@ -89,6 +105,7 @@ __all__ = [
     "ENABLED",
     "MAX_CATCH_UP",
     "MISFIRE_GRACE",
+    "MODULES",
     "POLL_INTERVAL",
     "RecurringSettings",
 ]
