@@ -1,19 +1,22 @@
 """The recurring sweep: every worker fires due recurring definitions, each slot exactly once.
 
 There is no separate beat process and no leader. Every ``recurring.poll_interval`` each worker
-reads the due definitions (``find_due_recurring``, judged by the store's clock) and, for each:
+reads the due definitions (``find_due_recurring``, judged by the store's clock) and, in chunks
+of ``CHUNK`` definitions:
 
-1. plans the round from the definition as read (its ``next_fire_at`` = slot ``T``): which slots
-   get a job and the next fire time (:func:`plan`, pure; misfire policy and bound applied);
-2. writes the slot jobs with ``bulk_insert``; each job's idempotency key is
+1. plans each definition's round from the definition as read (its ``next_fire_at`` = slot
+   ``T``): which slots get a job and the next fire time (:func:`plan`, pure; misfire policy,
+   catch-up bound and ``max_instances`` applied);
+2. writes the slot jobs of the chunk with one ``bulk_insert``; each job's idempotency key is
    ``recurring:<id>@<slot>``, so a slot never gets a second job, whoever writes it;
-3. moves ``next_fire_at`` from ``T`` to the planned next time with ``advance_next_fire`` (a
-   compare-and-set: one worker wins ``T``, the others lose and do nothing more).
+3. moves each ``next_fire_at`` from ``T`` to the planned next time with
+   ``advance_next_fire_many`` (a compare-and-set per definition: one worker wins ``T``, the
+   others lose and do nothing more).
 
-Writing the job before the compare-and-set is what makes a crash harmless: a worker that dies
+Writing the jobs before the compare-and-set is what makes a crash harmless: a worker that dies
 between 2 and 3 leaves ``next_fire_at`` at ``T``, the next sweep (on any worker) writes the same
-keyed job again (skipped: it exists) and advances. Workers racing on ``T`` all plan the same keys
-because keys depend only on the definition as read, never on a worker's clock.
+keyed jobs again (skipped: they exist) and advances. Workers racing on ``T`` all plan the same
+keys because keys depend only on the definition as read, never on a worker's clock.
 """
 
 from __future__ import annotations
@@ -21,14 +24,20 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import attrs
 
 from ratchet_api.errors import DuplicateJobError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus
-from ratchet_api.store.entities import JobEntity, JobQuery, MisfirePolicy, RecurringJobEntity
+from ratchet_api.store.entities import (
+    JobEntity,
+    JobQuery,
+    MisfirePolicy,
+    RecurringAdvance,
+    RecurringJobEntity,
+)
 from ratchet_api.store.protocols import JobQueryStore, JobStore, RecurringJobStore
 from ratchet_core.recurring.schedule import IntervalSchedule, Schedule, parse_schedule
 from ratchet_core.recurring.settings import RecurringSettings
@@ -97,6 +106,19 @@ def plan(
     if policy is MisfirePolicy.SKIP:
         return Plan((), following, True, missed)
     return Plan((first,), following, True, missed - 1)
+
+
+@attrs.frozen
+class _Round:
+    definition: RecurringJobEntity
+    plan: Plan
+    slots: tuple[datetime, ...]
+    busy: int
+    jobs: list[JobEntity]
+
+
+CHUNK = 50
+"""Definitions fired together: one bulk insert and one batch of compare-and-sets."""
 
 
 @attrs.frozen
@@ -171,15 +193,12 @@ class RecurringSweeper:
             due = self._recurring.find_due_recurring(self._settings.batch_size)
             if not due:
                 break
-            random.shuffle(due)  # workers racing on one batch mostly take different rows
             now = self._clock()
+            chunks = [due[i : i + CHUNK] for i in range(0, len(due), CHUNK)]
+            random.shuffle(chunks)  # workers racing on one batch mostly take different chunks
             progressed = False
-            for definition in due:
-                try:
-                    outcome = self.fire(definition, now)
-                except Exception:  # noqa: BLE001 - one bad definition must not stop the rest
-                    _log.warning("recurring job %r could not fire", definition.name, exc_info=True)
-                    continue
+            for chunk in chunks:
+                outcome = self.fire_many(chunk, now)
                 total += outcome.fired
                 progressed = progressed or outcome.won
             if not progressed:
@@ -197,16 +216,54 @@ class RecurringSweeper:
         return schedule
 
     def fire(self, definition: RecurringJobEntity, now: datetime | None = None) -> Outcome:
-        """One round of one due definition at ``now`` (default: the clock): write its slot
-        jobs, then advance it (CAS)."""
+        """One round of one due definition at ``now`` (default: the clock)."""
+        return self.fire_many([definition], now)
+
+    def fire_many(
+        self, definitions: Sequence[RecurringJobEntity], now: datetime | None = None
+    ) -> Outcome:
+        """One round of each due definition at ``now`` (default: the clock): write the slot
+        jobs of all of them (one bulk insert), then advance all of them (one batch of
+        compare-and-sets). ``won`` is true if any advance applied."""
         now = now if now is not None else self._clock()
-        if definition.next_fire_at > now or not definition.enabled:
+        rounds: list[_Round] = []
+        jobs: list[JobEntity] = []
+        for definition in definitions:
+            if definition.next_fire_at > now or not definition.enabled:
+                continue
+            try:
+                planned = self._plan(definition, now)
+            except Exception:  # noqa: BLE001 - one bad definition must not stop the rest
+                _log.warning("recurring job %r could not fire", definition.name, exc_info=True)
+                continue
+            rounds.append(planned)
+            jobs.extend(planned.jobs)
+        if not rounds:
             return Outcome()
-        schedule = self.schedule_of(definition)
+        written = self._write(jobs) if jobs else 0
+        won = self._recurring.advance_next_fire_many(
+            [
+                RecurringAdvance(
+                    name=r.definition.name,
+                    expected_fire_at=r.definition.next_fire_at,
+                    next_fire_at=r.plan.next_fire_at,
+                )
+                for r in rounds
+            ]
+        )
+        # a lost advance: another worker took the slot (the keys kept its job single)
+        skipped = 0
+        for r in rounds:
+            if r.definition.name in won:
+                skipped += r.plan.dropped + r.busy
+                self._report(r)
+        return Outcome(fired=written, skipped=skipped, won=bool(won))
+
+    def _plan(self, definition: RecurringJobEntity, now: datetime) -> _Round:
         template = decode_template(definition)
         p = plan(
             definition,
-            schedule,
+            self.schedule_of(definition),
             now,
             grace=self._settings.misfire_grace,
             max_catch_up=self._settings.max_catch_up,
@@ -217,18 +274,8 @@ class RecurringSweeper:
             free = max(0, template.max_instances - self._unfinished(definition.name))
             busy = len(slots) - min(free, len(slots))
             slots = slots[:free]
-        written = 0
-        if slots:
-            jobs = [job_for(definition, template, slot=s, now=now) for s in slots]
-            written = self._write(jobs)
-        won = self._recurring.advance_next_fire(
-            definition.name, definition.next_fire_at, p.next_fire_at
-        )
-        if not won:
-            return Outcome(fired=written)  # another worker took this slot (keys kept it single)
-        skipped = p.dropped + busy
-        self._report(definition, p, slots, skipped, busy)
-        return Outcome(fired=written, skipped=skipped, won=True)
+        jobs = [job_for(definition, template, slot=s, now=now) for s in slots]
+        return _Round(definition, p, slots, busy, jobs)
 
     def _write(self, jobs: list[JobEntity]) -> int:
         """Write the slot jobs (existing keys skipped); the number actually written."""
@@ -252,18 +299,11 @@ class RecurringSweeper:
             JobQuery(tag=run_tag(recurring_id), statuses=UNFINISHED, limit=1)
         )
 
-    def _report(
-        self,
-        definition: RecurringJobEntity,
-        p: Plan,
-        slots: tuple[datetime, ...],
-        skipped: int,
-        busy: int,
-    ) -> None:
-        name = definition.name
+    def _report(self, r: _Round) -> None:
+        name, p, slots, busy = r.definition.name, r.plan, r.slots, r.busy
+        skipped = p.dropped + busy
         if slots:
-            outcome = "late" if p.late else "fired"
-            self._metric(name, outcome, len(slots))
+            self._metric(name, "late" if p.late else "fired", len(slots))
             log = _log.warning if p.late else _log.debug
             log(
                 "recurring job %r fired %d slot(s) from %s%s; next at %s",
@@ -275,11 +315,11 @@ class RecurringSweeper:
             )
         if skipped:
             self._metric(name, "skipped", skipped)
-            _log.warning(
+            (_log.warning if p.dropped else _log.info)(
                 "recurring job %r skipped %d slot(s)%s%s; next at %s",
                 name,
                 skipped,
-                f" (misfire policy {definition.misfire_policy.value})" if p.dropped else "",
+                f" (misfire policy {r.definition.misfire_policy.value})" if p.dropped else "",
                 f" (max_instances: {busy} still running)" if busy else "",
                 p.next_fire_at.isoformat(),
             )
