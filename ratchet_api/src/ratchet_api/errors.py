@@ -67,6 +67,11 @@ class TargetNotImportableError(InvalidTargetError):
     rolling deploy), not a security refusal."""
 
 
+class InvalidScheduleError(InvalidJobError):
+    """A recurring schedule is invalid: a malformed cron expression, one that never fires, an
+    unknown time zone, an interval under one second, an unknown misfire policy."""
+
+
 class ClassNotAllowedError(RatchetError, PermissionError):
     """The ``ClassPolicy`` refused a class named by a job target or payload."""
 
@@ -90,6 +95,14 @@ class JobNotFoundError(RatchetError, LookupError):
     def __init__(self, job_id: UUID | str) -> None:
         super().__init__(f"job {job_id} not found")
         self.job_id = job_id
+
+
+class RecurringJobNotFoundError(RatchetError, LookupError):
+    """No recurring definition with the given id exists."""
+
+    def __init__(self, recurring_id: str) -> None:
+        super().__init__(f"recurring job {recurring_id!r} not found")
+        self.recurring_id = recurring_id
 
 
 class InvalidStateTransitionError(RatchetError):
@@ -162,12 +175,14 @@ __all__ = [
     "DuplicateJobError",
     "EncryptionError",
     "InvalidJobError",
+    "InvalidScheduleError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
     "TargetNotImportableError",
     "JobNotFoundError",
     "NonConformingAlternativeError",
     "PayloadError",
+    "RecurringJobNotFoundError",
     "RatchetError",
     "SchedulerStoppedError",
     "StoreDataError",

@@ -12,6 +12,7 @@ underscores), then a TOML file (``RATCHET_CONFIG_FILE`` or ``./ratchet.toml``, t
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -182,6 +183,8 @@ def _describe(source: RatchetConfigSource) -> str:
 def _to_raw(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, Mapping) for v in value):
+        return json.dumps(value, default=str)  # structured values (recurring declarations)
     if isinstance(value, (list, tuple, set, frozenset)):
         return ",".join(_to_raw(v) for v in value)
     if isinstance(value, timedelta):

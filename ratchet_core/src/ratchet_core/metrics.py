@@ -136,6 +136,8 @@ class StatsdMetricsCollector:
                                                   [surface]
     encryption_envelope_version_skew              ``ratchet.encryption.version_skew``
                                                   [found, expected]
+    recurring_slots (optional callback)           ``ratchet.recurring.slots`` (by count)
+                                                  [recurring, outcome]
     ============================================  ==========================================
     """
 
@@ -270,6 +272,13 @@ class StatsdMetricsCollector:
 
     def encryption_envelope_version_skew(self, job_id: UUID, found: int, expected: int) -> None:
         self._incr("ratchet.encryption.version_skew", found=found, expected=expected)
+
+    # ------------------------------------------------------------ recurring jobs
+
+    def recurring_slots(self, recurring_id: str, outcome: str, count: int) -> None:
+        """Slots of a recurring definition: ``fired`` (on time), ``late`` (catch-up of a
+        misfire), ``skipped`` (misfire policy, catch-up bound or ``max_instances``)."""
+        self._incr("ratchet.recurring.slots", count, recurring=recurring_id, outcome=outcome)
 
 
 def _priority(priority: JobPriority | int) -> str:

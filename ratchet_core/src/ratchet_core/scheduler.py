@@ -44,11 +44,12 @@ from ratchet_api.spi.runtime import (
     RatchetConfig,
     RatchetConfigKey,
 )
-from ratchet_api.store.entities import JobEntity, JobQuery
+from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.recurring.service import RecurringService
 
 DEFAULT_MAX_RETRIES = register_key(
     RatchetConfigKey(
@@ -99,10 +100,38 @@ class SchedulerService:
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
+        self._recurring = RecurringService(
+            store=store,
+            resolver=resolver,
+            default_max_retries=self._default_max_retries,
+            wake=self._wake,
+        )
 
     @property
     def store(self) -> JobStore:
         return self._store
+
+    @property
+    def recurring_jobs(self) -> RecurringService:
+        """Recurring definitions: ``get``, ``list``, ``pause``, ``resume``, ``delete``,
+        ``trigger_now`` (see :mod:`ratchet_core.recurring`)."""
+        return self._recurring
+
+    def recurring(
+        self,
+        recurring_id: str,
+        cron: str | timedelta | None,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        **options: Any,
+    ) -> RecurringJobEntity:
+        """Create or update (idempotent) the recurring job ``recurring_id`` running
+        ``fn(*args, **kwargs)`` on ``cron`` (5 or 6 fields, ``@daily``-style alias, or a
+        timedelta); options: ``tz``, ``misfire`` (``skip``/``fire_once``/``fire_all``),
+        ``every``, ``kwargs``, ``priority``, ``tags``, ``max_retries``, ``backoff``,
+        ``execution_target``, ``max_instances``. See docs/recurring.md."""
+        return self._recurring.declare(recurring_id, cron, fn, *args, **options)
 
     # ------------------------------------------------------------ creating jobs
 

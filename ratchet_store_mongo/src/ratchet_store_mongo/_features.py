@@ -16,6 +16,7 @@ from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
     JobEntity,
+    RecurringAdvance,
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
@@ -79,6 +80,28 @@ class FeaturesMixin(MongoBase):
             session=self._session,
         )
         return result.modified_count == 1
+
+    @translated("advance_next_fire_many")
+    def advance_next_fire_many(self, advances: Sequence[RecurringAdvance]) -> set[str]:
+        # Each compare-and-set is one atomic update_one; a bulk write carries them in one round
+        # trip but reports only totals, so they are sent one by one (in name order).
+        won: set[str] = set()
+        col = self._col("recurring")
+        for a in sorted(advances, key=lambda x: x.name):
+            expected = to_bson_datetime(a.expected_fire_at, "expected_fire_at")
+            result = col.update_one(
+                {"_id": a.name, "next_fire_at": expected},
+                {
+                    "$set": {
+                        "next_fire_at": to_bson_datetime(a.next_fire_at, "next_fire_at"),
+                        "last_fired_at": expected,
+                    }
+                },
+                session=self._session,
+            )
+            if result.modified_count == 1:
+                won.add(a.name)
+        return won
 
     @translated("delete_recurring")
     def delete_recurring(self, name: str) -> bool:

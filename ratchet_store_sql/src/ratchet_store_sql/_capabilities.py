@@ -27,6 +27,7 @@ from ratchet_api.store.entities import (
     JobLogLine,
     JobQuery,
     LockEntity,
+    RecurringAdvance,
     RecurringJobEntity,
     SortOrder,
     WorkflowConditionEntity,
@@ -111,6 +112,34 @@ class RecurringOperations(SqlBase):
                 .values(next_fire_at=next_fire_at, last_fired_at=expected_fire_at)
             )
             return conn.execute(stmt).rowcount == 1
+
+    @retry_conflicts
+    def advance_next_fire_many(self, advances: Sequence[RecurringAdvance]) -> set[str]:
+        if not advances:
+            return set()
+        for a in advances:
+            require_utc(a.expected_fire_at, "expected_fire_at")
+            require_utc(a.next_fire_at, "next_fire_at")
+        r = s.recurring_jobs
+        stmt = (
+            sa.update(r)
+            .where(
+                r.c.name == sa.bindparam("b_name"), r.c.next_fire_at == sa.bindparam("b_expected")
+            )
+            .values(next_fire_at=sa.bindparam("b_next"), last_fired_at=sa.bindparam("b_expected"))
+        )
+        won: set[str] = set()
+        # one transaction, rows in name order: concurrent batches lock in the same order
+        with self._write("advance_next_fire_many") as conn:
+            for a in sorted(advances, key=lambda x: x.name):
+                params = {
+                    "b_name": a.name,
+                    "b_expected": a.expected_fire_at,
+                    "b_next": a.next_fire_at,
+                }
+                if conn.execute(stmt, params).rowcount == 1:
+                    won.add(a.name)
+        return won
 
     def delete_recurring(self, name: str) -> bool:
         with self._write("delete_recurring") as conn:

@@ -157,6 +157,15 @@ class RecurringJobEntity:
     created_at: datetime = attrs.field(factory=utc_now, validator=_utc)
 
 
+@attrs.frozen(kw_only=True)
+class RecurringAdvance:
+    """One compare-and-set of ``RecurringJobStore.advance_next_fire_many``."""
+
+    name: str
+    expected_fire_at: datetime = attrs.field(validator=_utc)
+    next_fire_at: datetime = attrs.field(validator=_utc)
+
+
 class BatchStatus(enum.StrEnum):
     OPEN = "OPEN"
     """Children may still be added (streaming batches)."""
@@ -318,6 +327,7 @@ __all__ = [
     "LogLevel",
     "MisfirePolicy",
     "NodeEntity",
+    "RecurringAdvance",
     "RecurringJobEntity",
     "SortOrder",
     "StatusCount",

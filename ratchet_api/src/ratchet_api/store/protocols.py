@@ -39,6 +39,7 @@ from ratchet_api.store.entities import (
     JobQuery,
     LockEntity,
     NodeEntity,
+    RecurringAdvance,
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
@@ -373,6 +374,13 @@ class RecurringJobStore(Protocol):
         """CAS: move ``next_fire_at`` from ``expected_fire_at`` to ``next_fire_at`` and set
         ``last_fired_at=expected_fire_at``. Exactly one concurrent caller wins a fire time; the
         winner enqueues the occurrence. REQUIRED."""
+        ...
+
+    def advance_next_fire_many(self, advances: Sequence[RecurringAdvance]) -> set[str]:
+        """``advance_next_fire`` for many definitions in one unit of work (one commit where the
+        store has transactions): each advance is its own compare-and-set, applied or not
+        independently of the others; returns the names whose advance applied. Rows are
+        visited in name order, so concurrent callers cannot deadlock. REQUIRED."""
         ...
 
     def delete_recurring(self, name: str) -> bool:

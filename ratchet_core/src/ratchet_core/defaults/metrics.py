@@ -86,5 +86,9 @@ class NoOpMetricsCollector:
     def encryption_envelope_version_skew(self, job_id: UUID, found: int, expected: int) -> None:
         pass
 
+    def recurring_slots(self, recurring_id: str, outcome: str, count: int) -> None:
+        """Optional callback (not part of the ``MetricsCollector`` protocol): slots of a
+        recurring definition fired, fired late or skipped."""
+
 
 __all__ = ["NoOpMetricsCollector"]

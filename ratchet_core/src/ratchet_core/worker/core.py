@@ -98,6 +98,7 @@ from ratchet_core.context import RunningJobContext
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff, decode_invocation
+from ratchet_core.recurring.runner import start_recurring
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
@@ -250,6 +251,7 @@ class Worker:
         self._config = settings
         self._guard = PollerGuard(self.node_id, breaker_config, self._metrics)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
+        self._config = settings
         s = self.settings
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
@@ -328,6 +330,13 @@ class Worker:
             self._state = "starting"
         try:
             require_schema(self._store)
+            recurring = start_recurring(  # declares @recurring/configured definitions
+                self._store,
+                self._config,
+                self._scheduler,
+                on_fired=self._wake.set,
+                metrics=self._metrics,
+            )
             for hook in self._hooks:
                 hook.before_start()
         except BaseException:
@@ -357,6 +366,7 @@ class Worker:
             owned_ids=self._owned_ids,
             on_recovered=lambda n: self._counters.add("recovered", n),
             on_clock=self._set_clock,
+            recurring=recurring,
         )
         self._maintenance.start()
         if not self._listeners_registered:

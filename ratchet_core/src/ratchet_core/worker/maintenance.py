@@ -37,6 +37,7 @@ from ratchet_api.spi.runtime import StartupCoordinator
 from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore
 from ratchet_core.logs import is_transient, one_line
+from ratchet_core.recurring.sweeper import RecurringSweeper
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -59,6 +60,7 @@ class Maintenance:
         owned_ids: Callable[[], list[UUID]],
         on_recovered: Callable[[int], None],
         on_clock: Callable[[timedelta], None],
+        recurring: RecurringSweeper | None = None,
     ) -> None:
         self._store = store
         self._identity = identity
@@ -72,6 +74,7 @@ class Maintenance:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started_at = datetime.now(UTC)
+        self._recurring = recurring  # fires recurring jobs on a thread of its own
 
     def start(self) -> None:
         self.heartbeat()
@@ -81,9 +84,13 @@ class Maintenance:
         ]
         for thread in self._threads:
             thread.start()
+        if self._recurring is not None:
+            self._recurring.start()
 
     def stop(self) -> None:
         self._stop.set()
+        if self._recurring is not None:
+            self._recurring.stop()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=10)

@@ -15,6 +15,7 @@ from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
     ConditionKind,
+    RecurringAdvance,
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
@@ -45,7 +46,7 @@ class RecurringJobStoreContract(StoreContract):
     """Definitions by name; due ones earliest first; one caller wins each fire time."""
 
     capability = RecurringJobStore
-    summary = "save/replace/list/delete, due order, fire-time CAS and its race"
+    summary = "save/replace/list/delete, due order, fire-time CAS (single and batched) and its race"
 
     def test_save_find_replace_delete(self, tck_fixture: StoreFixture) -> None:
         rec = self.cap(tck_fixture, RecurringJobStore)
@@ -108,6 +109,74 @@ class RecurringJobStoreContract(StoreContract):
             8, lambda i: rec.advance_next_fire("tck-race", fire, fire + timedelta(minutes=i + 1))
         )
         assert wins.count(True) == 1
+
+    def test_advance_many_applies_each_compare_and_set_on_its_own(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        for name in ("tck-m-a", "tck-m-b", "tck-m-c"):
+            rec.save_recurring(_recurring(name, timedelta(seconds=-1)))
+        fire = {n: rec.find_recurring(n).next_fire_at for n in ("tck-m-a", "tck-m-b", "tck-m-c")}  # type: ignore[union-attr]
+        later = timedelta(minutes=5)
+        won = rec.advance_next_fire_many(
+            [
+                RecurringAdvance(
+                    name="tck-m-c",
+                    expected_fire_at=fire["tck-m-c"],
+                    next_fire_at=fire["tck-m-c"] + later,
+                ),
+                RecurringAdvance(
+                    name="tck-m-a",
+                    expected_fire_at=fire["tck-m-a"],
+                    next_fire_at=fire["tck-m-a"] + later,
+                ),
+                RecurringAdvance(  # stale: someone else already moved it
+                    name="tck-m-b",
+                    expected_fire_at=fire["tck-m-b"] - timedelta(seconds=1),
+                    next_fire_at=fire["tck-m-b"] + later,
+                ),
+                RecurringAdvance(
+                    name="tck-m-absent",
+                    expected_fire_at=fire["tck-m-a"],
+                    next_fire_at=fire["tck-m-a"] + later,
+                ),
+            ]
+        )
+        assert won == {"tck-m-a", "tck-m-c"}
+        for name, moved in (("tck-m-a", True), ("tck-m-b", False), ("tck-m-c", True)):
+            current = rec.find_recurring(name)
+            assert current is not None
+            expected = fire[name] + later if moved else fire[name]
+            assert_same_instant(current.next_fire_at, expected, f"{name}.next_fire_at")
+            if moved:
+                assert_same_instant(current.last_fired_at, fire[name], f"{name}.last_fired_at")
+        assert rec.advance_next_fire_many([]) == set()
+
+    def test_racing_batches_win_each_fire_time_once_without_deadlock(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        rec = self.cap(tck_fixture, RecurringJobStore)
+        names = [f"tck-mr-{i}" for i in range(6)]
+        for name in names:
+            rec.save_recurring(_recurring(name, timedelta(seconds=-1)))
+        fire = {n: rec.find_recurring(n).next_fire_at for n in names}  # type: ignore[union-attr]
+
+        def batch(i: int) -> set[str]:
+            order = names[i % len(names) :] + names[: i % len(names)]  # each caller its own order
+            return rec.advance_next_fire_many(
+                [
+                    RecurringAdvance(
+                        name=n,
+                        expected_fire_at=fire[n],
+                        next_fire_at=fire[n] + timedelta(minutes=i + 1),
+                    )
+                    for n in order
+                ]
+            )
+
+        results = race(8, batch)
+        for name in names:
+            assert sum(name in won for won in results) == 1, name
 
 
 class BatchStoreContract(StoreContract):

@@ -23,6 +23,7 @@ from ratchet_api.store.entities import (
     JobLogLine,
     JobQuery,
     LockEntity,
+    RecurringAdvance,
     RecurringJobEntity,
     SortOrder,
     WorkflowConditionEntity,
@@ -73,6 +74,17 @@ class RecurringMixin(CoreMemoryStore):
                 current, next_fire_at=next_fire_at, last_fired_at=expected_fire_at
             )
             return True
+
+    def advance_next_fire_many(self, advances: Sequence[RecurringAdvance]) -> set[str]:
+        for a in advances:
+            check_utc(a.expected_fire_at, "expected_fire_at")
+            check_utc(a.next_fire_at, "next_fire_at")
+        with self._s.lock:
+            return {
+                a.name
+                for a in sorted(advances, key=lambda x: x.name)
+                if self.advance_next_fire(a.name, a.expected_fire_at, a.next_fire_at)
+            }
 
     def delete_recurring(self, name: str) -> bool:
         with self._s.lock:
