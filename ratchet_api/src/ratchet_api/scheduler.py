@@ -37,6 +37,11 @@ class JobContext(Protocol):
         """Write fenced state; False means this attempt was superseded and should stop."""
         ...
 
+    def signal_payload(self, declared: Any = Any) -> Any:
+        """The payload of the signal the job waited for, restored as ``declared``; None when
+        it got none."""
+        ...
+
 
 @runtime_checkable
 class JobBuilder(Protocol):

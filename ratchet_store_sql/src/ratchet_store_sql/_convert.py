@@ -60,6 +60,7 @@ JOB_FIELDS = (
     "signal_payload",
     "resource_key",
     "recurring_name",
+    "workflow",
 )
 
 

@@ -57,6 +57,7 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("signal_payload", long_text(), nullable=True),
         sa.Column("resource_key", key_string(KEY), nullable=True),
         sa.Column("recurring_name", key_string(KEY), nullable=True),
+        sa.Column("workflow", sa.Text(), nullable=True),
     ]
 
 

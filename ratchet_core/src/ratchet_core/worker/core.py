@@ -104,6 +104,7 @@ from ratchet_core.worker.execution import (
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
+from ratchet_core.workflow.driver import WorkflowDriver, create_driver
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -281,6 +282,7 @@ class Worker:
         self._loop_thread: threading.Thread | None = None
         self._batcher: CompletionBatcher | None = None
         self._maintenance: Maintenance | None = None
+        self._workflow: WorkflowDriver | None = None
         self._listeners_registered = False
 
     # ================================================================ lifecycle
@@ -333,6 +335,7 @@ class Worker:
         )
         if not self._inline:
             self._executor = self._executor_provider.job_executor(self._sync_limit)
+        self._workflow = create_driver(self, self._request_poll)
         self._maintenance = Maintenance(
             self._store,
             self._identity,
@@ -343,6 +346,7 @@ class Worker:
             owned_ids=self._owned_ids,
             on_recovered=lambda n: self._counters.add("recovered", n),
             on_clock=self._set_clock,
+            sweeps=(self._workflow.sweep,),
         )
         self._maintenance.start()
         if not self._listeners_registered:
@@ -392,6 +396,8 @@ class Worker:
             self._requeue_interrupted(job)
         if self._batcher is not None:
             self._batcher.close()
+        if self._workflow is not None:
+            self._workflow.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         self._stop_loop()
@@ -464,7 +470,7 @@ class Worker:
 
     def _is_idle(self, deadline: float) -> bool:
         with self._lock:
-            busy = bool(self._owned) or self._active > 0
+            busy = bool(self._owned) or self._active > 0 or self._settling()
             polls = self._empty_polls
         if busy:
             time.sleep(0.005)
@@ -473,7 +479,7 @@ class Worker:
         self._request_poll()
         while time.monotonic() < deadline:
             with self._lock:
-                if self._owned or self._active:
+                if self._owned or self._active or self._settling():
                     return False
                 if self._empty_polls >= polls + 2:
                     break
@@ -776,6 +782,7 @@ class Worker:
             claim_seq=entity.claim_seq,
             extension_store=self._extension,
             serializer=self._serializer,
+            signal_payload=entity.signal_payload,
         )
         return ctx, lazy
 
@@ -884,6 +891,11 @@ class Worker:
 
     def _on_flushed(self, batch: Sequence[PendingCompletion], applied: set[UUID]) -> None:
         stale = [i.completion.job_id for i in batch if i.completion.job_id not in applied]
+        if self._workflow is not None and len(stale) < len(batch):
+            # before the jobs are disowned, so run_until_idle never sees a gap
+            self._workflow.succeeded(
+                i.token.entity for i in batch if i.completion.job_id in applied and i.token
+            )
         with self._lock:
             for item in batch:
                 self._disown(item.token)
@@ -926,15 +938,18 @@ class Worker:
                 cause=exc,
             )
             delay = decision.delay
-        self._write_failure(job, message, delay, elapsed)
+        applied = self._write_failure(job, message, delay, elapsed)
+        if self._workflow is not None and applied:
+            self._workflow.failed(entity, exc, dead_lettered=delay is None)
         with self._lock:
             self._disown(job)
         self._release_slot(job)
 
     def _write_failure(
         self, job: ClaimedJob, message: str, delay: timedelta | None, elapsed: int
-    ) -> None:
-        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim."""
+    ) -> bool | None:
+        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim; the
+        store's answer (None: not written)."""
         entity = job.entity
         if delay is not None:
             run_at = self._now() + delay
@@ -962,6 +977,7 @@ class Worker:
                 entity.id,
                 entity.attempt,
             )
+        return applied
 
     def _backoff(self, entity: JobEntity) -> BackoffPolicy | None:
         try:
@@ -1129,6 +1145,9 @@ class Worker:
         stays owned and heartbeated."""
         if self._owned.get(job.entity.id) is job:
             del self._owned[job.entity.id]
+
+    def _settling(self) -> bool:
+        return self._workflow is not None and self._workflow.pending > 0
 
     def _owned_ids(self) -> list[UUID]:
         with self._lock:

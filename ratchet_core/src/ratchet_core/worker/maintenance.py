@@ -12,6 +12,9 @@ one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
    the dead letter with a fenced ``mark_failed_terminal`` when its attempts already exhaust
    ``max_retries``.
 
+3. the extra sweeps the worker registers (``sweeps``): the workflow sweep settles the steps of
+   finished parents whose settling was lost, and expires signals whose timeout passed.
+
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -51,6 +54,7 @@ class Maintenance:
         owned_ids: Callable[[], list[UUID]],
         on_recovered: Callable[[int], None],
         on_clock: Callable[[timedelta], None],
+        sweeps: Sequence[Callable[[], int]] = (),
     ) -> None:
         self._store = store
         self._identity = identity
@@ -61,6 +65,7 @@ class Maintenance:
         self._owned_ids = owned_ids
         self._on_recovered = on_recovered
         self._on_clock = on_clock
+        self._sweeps = tuple(sweeps)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = datetime.now(UTC)
@@ -123,6 +128,11 @@ class Maintenance:
             return 0
         try:
             count = self._recover_dead_nodes() + self._recover_stale_jobs()
+            for sweep in self._sweeps:  # workflow settling, signal timeouts
+                try:
+                    sweep()
+                except Exception:  # noqa: BLE001 - one sweep must not stop the others
+                    _log.warning("maintenance sweep %r failed", sweep, exc_info=True)
         except Exception:  # noqa: BLE001 - try again next interval
             _log.warning("recovery sweep failed", exc_info=True)
             return 0
