@@ -10,6 +10,7 @@ from uuid import UUID
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobResult
 from ratchet_api.spi.runtime import JobLogger
 from ratchet_api.store.entities import JobEntity, JobQuery
+from ratchet_api.workflow import Condition, SignalDecision, SignalTimeout
 
 
 @runtime_checkable
@@ -35,6 +36,11 @@ class JobContext(Protocol):
 
     def set_state(self, namespace: str, value: Any) -> bool:
         """Write fenced state; False means this attempt was superseded and should stop."""
+        ...
+
+    def signal_payload(self, declared: Any = Any) -> Any:
+        """The payload of the signal the job waited for, restored as ``declared``; None when
+        it got none."""
         ...
 
 
@@ -86,6 +92,34 @@ class JobBuilder(Protocol):
 
     def transaction(self, transaction: object | None) -> JobBuilder:
         """Write the job inside the caller's open transaction (see ``JobScheduler``)."""
+        ...
+
+    def then(self, fn: Any, /, *args: Any, **kwargs: Any) -> JobBuilder:
+        """A workflow step after the current step (docs/workflows.md); it becomes current."""
+        ...
+
+    def on_success(self, fn: Any, /, *args: Any, **kwargs: Any) -> JobBuilder:
+        """A callback job run when the current step succeeded."""
+        ...
+
+    def on_failure(self, fn: Any, /, *args: Any, **kwargs: Any) -> JobBuilder:
+        """A callback job run when the current step went to the dead letter."""
+        ...
+
+    def branch(
+        self, condition: Condition, *, if_true: Any = None, if_false: Any = None
+    ) -> JobBuilder:
+        """After the current step succeeded, run the side the condition picks; ends the chain."""
+        ...
+
+    def await_signal(
+        self,
+        key: str,
+        *,
+        timeout: float | timedelta | None = None,
+        on_timeout: SignalTimeout | str = SignalTimeout.FAIL,
+    ) -> JobBuilder:
+        """The current step waits for a signal (docs/signals.md)."""
         ...
 
     def enqueue(self) -> UUID:
@@ -152,6 +186,11 @@ class JobScheduler(Protocol):
     def pause(self, job_id: UUID) -> bool: ...
 
     def resume(self, job_id: UUID) -> bool: ...
+
+    def signal(self, target: UUID | str, payload: Any = None) -> SignalDecision:
+        """Deliver ``payload`` to the job ``target`` (id) or to the jobs waiting for the signal
+        key ``target``; exactly one of racing deliveries (and the timeout) wins."""
+        ...
 
 
 __all__ = ["JobBuilder", "JobContext", "JobScheduler"]

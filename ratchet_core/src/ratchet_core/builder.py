@@ -29,10 +29,12 @@ import attrs
 
 from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
-from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
+from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH, ConditionKind
+from ratchet_api.workflow import Condition, SignalTimeout
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
+    from ratchet_core.workflow.plan import Target, WorkflowPlan
 
 MAX_RETRIES_LIMIT = 1000
 
@@ -158,6 +160,8 @@ class DefaultJobBuilder:
         self._kwargs: dict[str, Any] = {}
         self._options = JobOptions()
         self._used = False
+        self._plan: WorkflowPlan | None = None
+        self._ids: list[UUID] = []
 
     def args(self, *args: Any) -> DefaultJobBuilder:
         """Positional arguments of the target (replaces earlier ones)."""
@@ -218,16 +222,88 @@ class DefaultJobBuilder:
         self._options.transaction = transaction
         return self
 
+    # ------------------------------------------------------------ workflows (docs/workflows.md)
+
+    def _workflow(self) -> WorkflowPlan:
+        if self._plan is None:
+            from ratchet_core.workflow.plan import WorkflowPlan
+
+            self._plan = WorkflowPlan(self._scheduler)
+        return self._plan
+
+    def then(self, fn: Target, /, *args: Any, **kwargs: Any) -> DefaultJobBuilder:
+        """Add a step that runs ``fn(*args, **kwargs)`` after the current step succeeded, and
+        make it the current step (a ``ParentResult[T]`` parameter receives the result)."""
+        self._workflow().then(fn, args, kwargs)
+        return self
+
+    def on_success(self, fn: Target, /, *args: Any, **kwargs: Any) -> DefaultJobBuilder:
+        """A callback job that runs when the current step succeeded."""
+        self._workflow().callback("on_success", ConditionKind.ON_SUCCESS, fn, args, kwargs)
+        return self
+
+    def on_failure(self, fn: Target, /, *args: Any, **kwargs: Any) -> DefaultJobBuilder:
+        """A callback job that runs when the current step went to the dead letter (a
+        ``ParentError`` parameter receives its sanitized error)."""
+        self._workflow().callback("on_failure", ConditionKind.ON_FAILURE, fn, args, kwargs)
+        return self
+
+    def branch(
+        self,
+        condition: Condition,
+        *,
+        if_true: Target | None = None,
+        if_false: Target | None = None,
+    ) -> DefaultJobBuilder:
+        """After the current step succeeded, run ``if_true`` when ``condition`` holds on its
+        result, else ``if_false`` (a function or a ``Step``); the other side is cancelled. Ends
+        the chain."""
+        self._workflow().branch(condition, if_true, if_false)
+        return self
+
+    def await_signal(
+        self,
+        key: str,
+        *,
+        timeout: float | timedelta | None = None,
+        on_timeout: SignalTimeout | str = SignalTimeout.FAIL,
+    ) -> DefaultJobBuilder:
+        """The current step waits for ``scheduler.signal(key or its id, payload)`` before it
+        runs (a step after its parent is released); after ``timeout`` it fails, is cancelled or
+        runs without a payload, as ``on_timeout`` says."""
+        self._workflow().await_signal(key, timeout, on_timeout)
+        return self
+
+    @property
+    def job_ids(self) -> list[UUID]:
+        """After ``enqueue``: the ids of every job it created, root first, in declaration
+        order (only the existing root's id when its idempotency key was used before)."""
+        return list(self._ids)
+
     def enqueue(self) -> UUID:
-        """Validate the target and arguments and store the job; returns its id (the first job's
-        id when the idempotency key was used before)."""
+        """Validate the target and arguments and store the job (and its workflow); returns its
+        id (the first job's id when the idempotency key was used before)."""
         if self._used:
             raise InvalidJobError("this job builder was already enqueued; start a new one")
         self._used = True
+        scheduler = self._scheduler
+        if self._plan is not None:
+            if self._invocation is not None:
+                root = scheduler._check_invocation(self._invocation)
+            else:
+                assert self._target is not None
+                root = scheduler._resolver.resolve(
+                    self._target, list(self._args), dict(self._kwargs)
+                )
+            self._ids = self._plan.enqueue(root, self._options)
+            return self._ids[0]
         if self._invocation is not None:
-            return self._scheduler._submit_invocation(self._invocation, self._options)
-        assert self._target is not None
-        return self._scheduler._submit(self._target, self._args, self._kwargs, self._options)
+            job_id = scheduler._submit_invocation(self._invocation, self._options)
+        else:
+            assert self._target is not None
+            job_id = scheduler._submit(self._target, self._args, self._kwargs, self._options)
+        self._ids = [job_id]
+        return job_id
 
     def _require_target(self, option: str) -> None:
         if self._invocation is not None:

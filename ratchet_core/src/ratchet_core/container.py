@@ -297,9 +297,6 @@ class RatchetContainer(containers.DeclarativeContainer):
     lambda_analyzer = providers.Singleton(
         lazy("ratchet_core.invocation.DefaultLambdaAnalyzer"), resolver=job_invocation_resolver
     )
-    pre_execution_arg_resolver = providers.Singleton(
-        lazy("ratchet_core.defaults.execution.NoOpPreExecutionArgResolver")
-    )
 
     # ---------------------------------------------------------- execution
     execution_tuning_provider = providers.Singleton(
@@ -314,6 +311,10 @@ class RatchetContainer(containers.DeclarativeContainer):
 
     # ---------------------------------------------------------- store, cluster, logging
     job_store = providers.Singleton(lazy("ratchet_core.stores.create_store"), settings=settings)
+    # fills ParentResult/ParentError/SignalPayload parameters (docs/workflows.md)
+    pre_execution_arg_resolver = providers.Singleton(
+        lazy("ratchet_core.workflow.args.WorkflowArgResolver"), store=job_store
+    )
     job_logger_factory = providers.Singleton(
         lazy("ratchet_core.defaults.logging.LoguruJobLoggerFactory"), store=job_store
     )

@@ -27,7 +27,15 @@ class RunningJobContext:
     store and logger are.
     """
 
-    __slots__ = ("_attempt", "_claim_seq", "_extension", "_job_id", "_logger", "_serializer")
+    __slots__ = (
+        "_attempt",
+        "_claim_seq",
+        "_extension",
+        "_job_id",
+        "_logger",
+        "_serializer",
+        "_signal",
+    )
 
     def __init__(
         self,
@@ -38,7 +46,9 @@ class RunningJobContext:
         logger: JobLogger,
         extension_store: JobExtensionStore | None = None,
         serializer: PayloadSerializer | None = None,
+        signal_payload: str | None = None,
     ) -> None:
+        self._signal = signal_payload
         self._job_id = job_id
         self._attempt = attempt
         self._claim_seq = claim_seq
@@ -61,6 +71,16 @@ class RunningJobContext:
     @property
     def logger(self) -> JobLogger:
         return self._logger
+
+    def signal_payload(self, declared: Any = Any) -> Any:
+        """The payload of the signal this job waited for, restored as ``declared`` (None when
+        it received none: no ``await_signal``, or its timeout let it run without one)."""
+        if self._signal is None:
+            return None
+        data = json.loads(self._signal)
+        if self._serializer is None or declared is Any:
+            return data
+        return self._serializer.from_json_value(data, declared)
 
     def _store(self) -> JobExtensionStore:
         if self._extension is None:

@@ -12,6 +12,9 @@ the ``ClassPolicy``; the same checks run again at dispatch (:meth:`load`), toget
 comparison of the parameter list recorded at enqueue.
 
 A parameter annotated ``JobContext`` is never stored: the worker injects the running job's context.
+A parameter annotated with a late-bound marker (``ParentResult[T]``, ``ParentError``,
+``SignalPayload[T]`` from :mod:`ratchet_api.workflow`) is not passed at enqueue either: a
+placeholder is stored in its place, which the ``PreExecutionArgResolver`` replaces at dispatch.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ratchet_api.scheduler import JobContext
 from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer, TargetLoader
 from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import BeanResolver
+from ratchet_api.workflow import LateBound
 from ratchet_core.serialization import type_name, value_classes
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,6 +113,7 @@ class _TargetInfo:
     hints: Mapping[str, Any]
     context_parameters: frozenset[str]
     signature: str
+    late_parameters: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def target(self) -> str:
@@ -184,6 +189,22 @@ def _is_context(annotation: Any) -> bool:
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
         return len(members) == 1 and members[0] is JobContext
     return False
+
+
+def late_binding(annotation: Any) -> str | None:
+    """The kind of a late-bound parameter (``"parent-result"``, ...) or None."""
+    for extra in getattr(annotation, "__metadata__", ()):
+        if isinstance(extra, LateBound):
+            return extra.kind
+    return None
+
+
+def placeholder(kind: str) -> dict[str, str]:
+    """What is stored in place of a late-bound argument."""
+    return {PLACEHOLDER_KEY: kind}
+
+
+PLACEHOLDER_KEY = "$ratchet"
 
 
 def _annotation_text(annotation: Any) -> str:
@@ -401,6 +422,13 @@ class DefaultJobInvocationResolver:
                 raise _refuse(name, "a method must take the instance (or class) first")
             params = params[1:]
         context = frozenset(p.name for p in params if _is_context(hints.get(p.name)))
+        try:
+            extras = typing.get_type_hints(function, include_extras=True)
+        except Exception:  # noqa: BLE001 - resolved once above; no markers then
+            extras = {}
+        late = {
+            p.name: kind for p in params if (kind := late_binding(extras.get(p.name))) is not None
+        }
         return _TargetInfo(
             module=module,
             qualname=qualname,
@@ -412,6 +440,7 @@ class DefaultJobInvocationResolver:
             hints=hints,
             context_parameters=context,
             signature=signature_text(params),
+            late_parameters=late,
         )
 
     def _check_policy(self, info: _TargetInfo) -> None:
@@ -474,10 +503,25 @@ class DefaultJobInvocationResolver:
                     f"cannot enqueue {info.target}: parameter {context_name!r} is the JobContext "
                     "the worker supplies; do not pass it"
                 )
+        for late_name, kind in info.late_parameters.items():
+            if late_name in kwargs:
+                raise InvalidJobError(
+                    f"cannot enqueue {info.target}: parameter {late_name!r} ({kind}) is supplied "
+                    "by the worker; do not pass it"
+                )
+            kwargs[late_name] = placeholder(kind)
         try:
             bound = info.binding_signature.bind(*args, **kwargs)
         except TypeError as exc:
-            raise InvalidJobError(f"cannot enqueue {info.target}{info.signature}: {exc}") from None
+            late_hint = (
+                f" (parameters {', '.join(info.late_parameters)} are supplied by the worker: pass "
+                "the others by keyword if they come after)"
+                if info.late_parameters
+                else ""
+            )
+            raise InvalidJobError(
+                f"cannot enqueue {info.target}{info.signature}: {exc}{late_hint}"
+            ) from None
         for param_name, value in bound.arguments.items():
             for class_name in value_classes(value):
                 if not self._policy.is_allowed(class_name):
@@ -494,6 +538,8 @@ class DefaultJobInvocationResolver:
                 if hint is not None:
                     self._check_restorable(info, name, raw, hint)
             for key, raw in json_kwargs.items():
+                if key in info.late_parameters:
+                    continue
                 hint = hints.get(key) if key in info.named_parameters else hints.get("**")
                 if hint is not None:
                     self._check_restorable(info, key, raw, hint)

@@ -46,10 +46,13 @@ from ratchet_api.spi.runtime import (
 )
 from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
+from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.recurring.service import RecurringService
+from ratchet_core.workflow.plan import check_condition_invocation
+from ratchet_core.workflow.services import WorkflowServices
 
 DEFAULT_MAX_RETRIES = register_key(
     RatchetConfigKey(
@@ -106,6 +109,7 @@ class SchedulerService:
             default_max_retries=self._default_max_retries,
             wake=self._wake,
         )
+        self._workflow = WorkflowServices(store, resolver, class_policy, serializer, metrics)
 
     @property
     def store(self) -> JobStore:
@@ -228,6 +232,9 @@ class SchedulerService:
         return self._insert(invocation, options)
 
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        return self._insert(self._check_invocation(invocation), options)
+
+    def _check_invocation(self, invocation: JobInvocation) -> JobInvocation:
         if not isinstance(invocation, JobInvocation):
             raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
         if self._loader is not None:
@@ -236,7 +243,7 @@ class SchedulerService:
             self._loader.bind_arguments(loaded, invocation, None)
         else:
             encode_invocation(invocation)
-        return self._insert(invocation, options)
+        return invocation
 
     def _entity(self, invocation: JobInvocation, options: JobOptions, now: datetime) -> JobEntity:
         scheduled = options.run_at or (now + options.delay if options.delay else now)
@@ -371,9 +378,30 @@ class SchedulerService:
         return queries.search_jobs(query)
 
     def cancel(self, job_id: UUID) -> bool:
-        """Cancel a job that has not finished (a running attempt's result is then discarded).
-        False if it already finished; ``JobNotFoundError`` for an unknown id."""
-        return self._transitioned(job_id, self._store.cancel_job(job_id))
+        """Cancel a job that has not finished (a running attempt's result is then discarded);
+        the steps and callbacks waiting for it are cancelled with the reason. False if it
+        already finished; ``JobNotFoundError`` for an unknown id."""
+        before = self._store.find_by_id(job_id)
+        changed = self._transitioned(job_id, self._store.cancel_job(job_id))
+        if changed and before is not None:
+            self._workflow.cancelled(before)
+        return changed
+
+    # ------------------------------------------------------------ workflows and signals
+
+    def signal(self, target: UUID | str, payload: Any = None) -> SignalDecision:
+        """Deliver ``payload`` (any JSON-convertible value) to the job ``target`` (its id) or to
+        every job waiting for the signal key ``target``. Exactly one of concurrent signals (and
+        of a signal racing the timeout) wins; the ``SignalDecision`` says what happened to each
+        job. ``UnsupportedCapabilityError`` without the store's ``SignalStore``."""
+        return self._workflow.signals.signal(target, payload)
+
+    def invocation_condition(self, invocation: JobInvocation) -> Condition:
+        """A branch condition from a prepared predicate invocation (the
+        InvocationSubmissionService seam): its target gets the stored arguments then the
+        parent's ``JobResult``, and must return bool. Checked now (``InvalidJobError``)."""
+        check_condition_invocation(self, invocation)
+        return Condition(test=ConditionTest.INVOCATION, invocation=invocation)
 
     def retry(self, job_id: UUID) -> bool:
         """Send a dead-lettered (FAILED) job back to PENDING with its attempts reset. False for

@@ -256,16 +256,35 @@ class FeaturesMixin(MongoBase):
         return [job_from_document(d) for d in cursor]
 
     @translated("expire_signal")
-    def expire_signal(self, job_id: UUID, error: str) -> bool:
+    def expire_signal(self, job_id: UUID, error: str, status: JobStatus = JobStatus.FAILED) -> bool:
+        if status not in (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PENDING):
+            raise StoreDataError("status", f"must be FAILED, CANCELLED or PENDING, got {status!r}")
+        now = (
+            ("scheduled_at", "updated_at")
+            if status is JobStatus.PENDING
+            else (
+                "finished_at",
+                "updated_at",
+            )
+        )
         result = self._jobs.update_one(
             {"_id": job_id, "status": JobStatus.AWAITING_SIGNAL.value},
-            set_stage(
-                {"status": JobStatus.FAILED, "last_error": error, "owner": None},
-                now=("finished_at", "updated_at"),
-            ),
+            set_stage({"status": status, "last_error": error, "owner": None}, now=now),
             session=self._session,
         )
         return result.modified_count == 1
+
+    @translated("find_jobs_by_signal_key")
+    def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:
+        require_non_negative(limit, "limit")
+        if limit == 0:
+            return []
+        cursor = (
+            self._jobs.find({"signal_key": signal_key}, session=self._session)
+            .sort([("created_at", ASCENDING), ("_id", ASCENDING)])
+            .limit(limit)
+        )
+        return [job_from_document(d) for d in cursor]
 
 
 __all__ = ["FeaturesMixin"]

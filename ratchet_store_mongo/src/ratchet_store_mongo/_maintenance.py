@@ -14,7 +14,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.model import JobStatus
-from ratchet_api.store.entities import JobEntity
+from ratchet_api.store.entities import ChildSettlement, JobEntity
 from ratchet_store_mongo._base import (
     TERMINAL,
     Doc,
@@ -115,6 +115,37 @@ class JobMaintenanceMixin(JobsMixin):
             session=self._session,
         )
         return result.modified_count
+
+    @translated("settle_children")
+    def settle_children(self, parent_id: UUID, settlements: Sequence[ChildSettlement]) -> set[UUID]:
+        if not settlements:
+            return set()
+        updates: list[tuple[UUID, list[Any]]] = []
+        for item in settlements:
+            values: dict[str, Any] = {"status": item.status}
+            if item.status is JobStatus.PENDING:
+                now: tuple[str, ...] = ("scheduled_at", "updated_at")
+            elif item.status is JobStatus.AWAITING_SIGNAL:
+                values["signal_deadline"] = item.signal_deadline
+                now = ("updated_at",)
+            else:
+                values.update(last_error=item.reason, owner=None)
+                now = ("finished_at", "updated_at")
+            updates.append((item.child_id, set_stage(values, now=now)))
+
+        def run(session: ClientSession) -> set[UUID]:
+            moved: set[UUID] = set()
+            for child_id, update in updates:
+                result = self._jobs.update_one(
+                    {"_id": child_id, "parent_id": parent_id, "status": JobStatus.WAITING.value},
+                    update,
+                    session=session,
+                )
+                if result.modified_count == 1:
+                    moved.add(child_id)
+            return moved
+
+        return self._atomic(run)
 
     @translated("find_orphaned_children")
     def find_orphaned_children(self, limit: int) -> list[JobEntity]:

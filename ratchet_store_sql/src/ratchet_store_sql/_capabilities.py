@@ -283,20 +283,34 @@ class SignalOperations(SqlBase):
         with self._read("find_timed_out_signal_jobs") as conn:
             return self._select_jobs(conn, stmt)
 
-    def expire_signal(self, job_id: UUID, error: str) -> bool:
+    def expire_signal(self, job_id: UUID, error: str, status: JobStatus = JobStatus.FAILED) -> bool:
+        status = _expiry_status(status)
         now = self._d.now()
+        values: dict[str, Any] = {"status": status.value, "last_error": error, "updated_at": now}
+        if status is JobStatus.PENDING:
+            values["scheduled_at"] = now
+        else:
+            values["finished_at"] = now
         with self._write("expire_signal") as conn:
-            stmt = (
-                sa.update(J)
-                .where(J.c.id == job_id, J.c.status == AWAITING)
-                .values(
-                    status=JobStatus.FAILED.value,
-                    last_error=error,
-                    finished_at=now,
-                    updated_at=now,
-                )
-            )
+            stmt = sa.update(J).where(J.c.id == job_id, J.c.status == AWAITING).values(**values)
             return conn.execute(stmt).rowcount == 1
+
+    def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:
+        stmt = (
+            sa.select(J)
+            .where(J.c.signal_key == signal_key)
+            .order_by(J.c.created_at, J.c.id)
+            .limit(limit)
+        )
+        with self._read("find_jobs_by_signal_key") as conn:
+            return self._select_jobs(conn, stmt)
+
+
+def _expiry_status(status: Any) -> JobStatus:
+    allowed = (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PENDING)
+    if status not in allowed:
+        raise StoreDataError("status", f"must be FAILED, CANCELLED or PENDING, got {status!r}")
+    return JobStatus(status)
 
 
 class PermitOperations(SqlBase):

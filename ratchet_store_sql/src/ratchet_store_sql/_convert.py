@@ -61,6 +61,7 @@ JOB_FIELDS = (
     "resource_key",
     "recurring_name",
     "dispatched_at",
+    "workflow",
 )
 
 

@@ -16,7 +16,13 @@ from sqlalchemy.dialects import postgresql
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
-from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity, NodeEntity
+from ratchet_api.store.entities import (
+    MAX_TAG_LENGTH,
+    ChildSettlement,
+    Completion,
+    JobEntity,
+    NodeEntity,
+)
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._base import CHUNK, SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
@@ -691,6 +697,35 @@ class JobOperations(SqlBase):
                 )
                 count += conn.execute(stmt).rowcount
         return count
+
+    @retry_conflicts
+    def settle_children(self, parent_id: UUID, settlements: Sequence[ChildSettlement]) -> set[UUID]:
+        if not settlements:
+            return set()
+        now = self._d.now()
+        moved: set[UUID] = set()
+        with self._write("settle_children") as conn:
+            for item in settlements:
+                require_utc(item.signal_deadline, "signal_deadline")
+                values: dict[str, Any] = {"status": item.status.value, "updated_at": now}
+                if item.status is JobStatus.PENDING:
+                    values["scheduled_at"] = now
+                elif item.status is JobStatus.AWAITING_SIGNAL:
+                    values["signal_deadline"] = item.signal_deadline
+                else:
+                    values.update(finished_at=now, last_error=item.reason, owner=None)
+                stmt = (
+                    sa.update(J)
+                    .where(
+                        J.c.id == item.child_id,
+                        J.c.parent_id == parent_id,
+                        J.c.status == JobStatus.WAITING.value,
+                    )
+                    .values(**values)
+                )
+                if conn.execute(stmt).rowcount == 1:
+                    moved.add(item.child_id)
+        return moved
 
     def find_orphaned_children(self, limit: int) -> list[JobEntity]:
         parent = J.alias("parent")

@@ -59,6 +59,7 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("recurring_name", key_string(KEY), nullable=True),
         # set when the worker starts the current claim (migration 0003)
         sa.Column("dispatched_at", UtcDateTime(), nullable=True),
+        sa.Column("workflow", sa.Text(), nullable=True),
     ]
 
 

@@ -138,9 +138,20 @@ class JobLoggerFactory(Protocol):
 
 
 class SignalOutcome(enum.StrEnum):
+    """What one signal did to one job (``MetricsCollector.signal_delivered``,
+    ``ratchet_api.workflow.SignalDecision``)."""
+
     DELIVERED = "DELIVERED"
+    """This call delivered the payload: the job is now due."""
     ALREADY_DELIVERED = "ALREADY_DELIVERED"
+    """An earlier (or a concurrent) signal was delivered first."""
     NOT_WAITING = "NOT_WAITING"
+    """The job does not wait for a signal now (it never did, still waits for its parent, was
+    cancelled or finished)."""
+    TIMED_OUT = "TIMED_OUT"
+    """The job's signal timeout passed first."""
+    NOT_FOUND = "NOT_FOUND"
+    """No job has this id, or none uses this signal key."""
 
 
 @runtime_checkable

@@ -72,6 +72,8 @@ class JobEntity:
     running the current claim, and cleared by the next claim. ``claim_seq`` is the fencing token:
     it is incremented by every claim and every fenced write must present the current value.
     ``backoff`` is the JSON form of the job's ``BackoffPolicy`` (None: the engine default).
+    ``workflow`` is engine-owned JSON about the job's place in a workflow (whether jobs wait for
+    it, its signal timeout and timeout action); None for a job outside any workflow.
     """
 
     id: UUID = attrs.field(factory=uuid7)
@@ -104,6 +106,7 @@ class JobEntity:
     resource_key: str | None = attrs.field(default=None, validator=_key)
     recurring_name: str | None = None
     dispatched_at: datetime | None = attrs.field(default=None, validator=_utc)
+    workflow: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -215,6 +218,30 @@ class WorkflowConditionEntity:
     position: int = 0
 
 
+_SETTLED = frozenset({"PENDING", "AWAITING_SIGNAL", "CANCELLED"})
+
+
+def _settled_status(_: object, attribute: attrs.Attribute[Any], value: JobStatus) -> None:
+    if value.value not in _SETTLED:
+        raise ValueError(
+            f"status must be PENDING, AWAITING_SIGNAL or CANCELLED for a settled child, got {value}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ChildSettlement:
+    """Where ``JobBatchStatusStore.settle_children`` moves one WAITING child.
+
+    PENDING: due now. AWAITING_SIGNAL: waits for its signal until ``signal_deadline`` (None:
+    no deadline). CANCELLED: finished with ``reason`` as ``last_error``.
+    """
+
+    child_id: UUID
+    status: JobStatus = attrs.field(validator=_settled_status)
+    reason: str | None = None
+    signal_deadline: datetime | None = attrs.field(default=None, validator=_utc)
+
+
 @attrs.frozen(kw_only=True)
 class LockEntity:
     """A lease as stored by ``LockStore``; ``expires_at`` is on the store's clock."""
@@ -317,6 +344,7 @@ __all__ = [
     "MAX_TAG_LENGTH",
     "BatchEntity",
     "BatchStatus",
+    "ChildSettlement",
     "Completion",
     "ConditionKind",
     "ExecutionRecord",

@@ -32,6 +32,7 @@ from uuid import UUID
 from ratchet_api.model import JobStatus, NodeTagFilter, StateWriteResult, VersionedState
 from ratchet_api.store.entities import (
     BatchEntity,
+    ChildSettlement,
     Completion,
     ExecutionRecord,
     JobEntity,
@@ -216,6 +217,15 @@ class JobBatchStatusStore(Protocol):
 
     def find_orphaned_children(self, limit: int) -> list[JobEntity]:
         """WAITING jobs whose parent is terminal or missing (their release was lost). SUPPORTS."""
+        ...
+
+    def settle_children(self, parent_id: UUID, settlements: Sequence[ChildSettlement]) -> set[UUID]:
+        """Move WAITING children of ``parent_id`` as each settlement says, all in one atomic
+        unit (every listed child that is still WAITING moves, or none does): PENDING due now,
+        AWAITING_SIGNAL with ``signal_deadline``, or CANCELLED with ``last_error=reason`` and
+        ``finished_at``. Children that are not WAITING (already settled by a concurrent or an
+        earlier call) or whose ``parent_id`` differs are left unchanged, so repeating a call is
+        harmless. Returns the ids that moved. REQUIRED."""
         ...
 
 
@@ -454,9 +464,15 @@ class SignalStore(Protocol):
         """AWAITING_SIGNAL jobs whose ``signal_deadline`` passed (store's now). SUPPORTS."""
         ...
 
-    def expire_signal(self, job_id: UUID, error: str) -> bool:
-        """AWAITING_SIGNAL -> FAILED with ``last_error`` (timeout); loses to a concurrent
-        delivery. REQUIRED."""
+    def expire_signal(self, job_id: UUID, error: str, status: JobStatus = JobStatus.FAILED) -> bool:
+        """AWAITING_SIGNAL -> ``status`` with ``last_error`` (timeout); loses to a concurrent
+        delivery (exactly one of them wins). ``status`` is FAILED (with ``finished_at``, the
+        default), CANCELLED (with ``finished_at``) or PENDING (due now, to run without a
+        payload); ``StoreDataError`` for any other. REQUIRED."""
+        ...
+
+    def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:
+        """Jobs (any status) whose ``signal_key`` is ``signal_key``, oldest first. SUPPORTS."""
         ...
 
 

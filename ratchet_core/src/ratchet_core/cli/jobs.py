@@ -16,6 +16,7 @@ from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
 from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
+from ratchet_core.workflow.view import draw, workflow_of
 
 STATUS_STYLES = {
     JobStatus.SUCCEEDED: "green",
@@ -150,7 +151,10 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
     audit = scheduler.store.capability(JobAuditStore)
     executions = audit.find_executions_by_job_id(job.id) if audit is not None else []
     logs = audit.find_logs_by_job_id(job.id, limit=50) if audit is not None else []
+    with ratchet_errors():
+        workflow = workflow_of(scheduler.store, job)
     if as_json:
+        record["workflow"] = workflow
         record["executions"] = [
             {
                 "attempt": e.attempt,
@@ -179,6 +183,10 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
             text = f"[{STATUS_STYLES.get(job.status, 'white')}]{text}[/]"
         table.add_row(key, text)
     out.print(table)
+    if workflow is not None:
+        out.print("[bold]workflow[/]")
+        for drawn in draw(workflow):
+            out.print(f"  {drawn}", markup=False, highlight=False)
     if executions:
         history = Table(title="executions")
         for column in ("attempt", "status", "node", "duration", "error"):

@@ -115,6 +115,7 @@ from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate
+from ratchet_core.workflow.driver import WorkflowDriver, create_driver
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -297,6 +298,7 @@ class Worker:
         self._loop_thread: threading.Thread | None = None
         self._batcher: CompletionBatcher | None = None
         self._maintenance: Maintenance | None = None
+        self._workflow: WorkflowDriver | None = None
         self._listeners_registered = False
 
     # ================================================================ lifecycle
@@ -356,6 +358,7 @@ class Worker:
         )
         if not self._inline:
             self._executor = self._executor_provider.job_executor(self._sync_limit)
+        self._workflow = create_driver(self, self._request_poll)
         self._maintenance = Maintenance(
             self._store,
             self._identity,
@@ -367,6 +370,7 @@ class Worker:
             on_recovered=lambda n: self._counters.add("recovered", n),
             on_clock=self._set_clock,
             recurring=recurring,
+            sweeps=(self._workflow.sweep,),
         )
         self._maintenance.start()
         if not self._listeners_registered:
@@ -428,6 +432,8 @@ class Worker:
             )
         if self._batcher is not None:
             self._batcher.close()
+        if self._workflow is not None:
+            self._workflow.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         self._stop_loop()
@@ -513,7 +519,7 @@ class Worker:
 
     def _is_idle(self, deadline: float) -> bool:
         with self._lock:
-            busy = bool(self._owned) or self._active > 0
+            busy = bool(self._owned) or self._active > 0 or self._settling()
             polls = self._empty_polls
         if busy:
             time.sleep(0.005)
@@ -522,7 +528,7 @@ class Worker:
         self._request_poll()
         while time.monotonic() < deadline:
             with self._lock:
-                if self._owned or self._active:
+                if self._owned or self._active or self._settling():
                     return False
                 if self._empty_polls >= polls + 2:
                     break
@@ -900,6 +906,7 @@ class Worker:
             claim_seq=entity.claim_seq,
             extension_store=self._extension,
             serializer=self._serializer,
+            signal_payload=entity.signal_payload,
         )
         return ctx, lazy
 
@@ -1012,6 +1019,9 @@ class Worker:
     ) -> None:
         written = {id(item) for item in applied}
         stale = [i.completion.job_id for i in batch if id(i) not in written]
+        if self._workflow is not None and applied:
+            # before the jobs are disowned, so run_until_idle never sees a gap
+            self._workflow.succeeded(i.token.entity for i in applied if i.token)
         with self._lock:
             for item in batch:
                 self._disown(item.token)
@@ -1057,15 +1067,18 @@ class Worker:
                 cause=exc,
             )
             delay = decision.delay
-        self._write_failure(job, message, delay, elapsed)
+        applied = self._write_failure(job, message, delay, elapsed)
+        if self._workflow is not None and applied:
+            self._workflow.failed(entity, exc, dead_lettered=delay is None)
         with self._lock:
             self._disown(job)
         self._release_slot(job)
 
     def _write_failure(
         self, job: ClaimedJob, message: str, delay: timedelta | None, elapsed: int
-    ) -> None:
-        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim."""
+    ) -> bool | None:
+        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim; the
+        store's answer (None: not written)."""
         entity = job.entity
         if delay is not None:
             run_at = self._now() + delay
@@ -1094,6 +1107,7 @@ class Worker:
                 entity.id,
                 entity.attempt,
             )
+        return applied
 
     def _backoff(self, entity: JobEntity) -> BackoffPolicy | None:
         try:
@@ -1264,6 +1278,9 @@ class Worker:
         stays owned and heartbeated."""
         if self._owned.get(job.entity.id) is job:
             del self._owned[job.entity.id]
+
+    def _settling(self) -> bool:
+        return self._workflow is not None and self._workflow.pending > 0
 
     def _owned_ids(self) -> list[UUID]:
         with self._lock:

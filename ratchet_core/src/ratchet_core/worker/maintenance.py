@@ -20,6 +20,9 @@ the offset to the store's clock:
 A job's attempt is therefore only charged for claims that started: a job never reaches the
 dead letter without having run.
 
+3. the extra sweeps the worker registers (``sweeps``): the workflow sweep settles the steps of
+   finished parents whose settling was lost, and expires signals whose timeout passed.
+
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
 """
@@ -28,7 +31,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
@@ -61,6 +65,7 @@ class Maintenance:
         on_recovered: Callable[[int], None],
         on_clock: Callable[[timedelta], None],
         recurring: RecurringSweeper | None = None,
+        sweeps: Sequence[Callable[[], int]] = (),
     ) -> None:
         self._store = store
         self._identity = identity
@@ -71,6 +76,7 @@ class Maintenance:
         self._owned_ids = owned_ids
         self._on_recovered = on_recovered
         self._on_clock = on_clock
+        self._sweeps = tuple(sweeps)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started_at = datetime.now(UTC)
@@ -163,6 +169,11 @@ class Maintenance:
             return 0
         try:
             count = self._recover_dead_nodes() + self._recover_stale_jobs()
+            for sweep in self._sweeps:  # workflow settling, signal timeouts
+                try:
+                    sweep()
+                except Exception:  # noqa: BLE001 - one sweep must not stop the others
+                    _log.warning("maintenance sweep %r failed", sweep, exc_info=True)
         except Exception:  # noqa: BLE001 - try again next interval
             _log.warning("recovery sweep failed", exc_info=True)
             return 0

@@ -38,6 +38,7 @@ class JobCrudStoreContract(StoreContract):
             signal_key="tck-signal",
             resource_key="tck-resource",
             recurring_name="tck-recurring",
+            workflow='{"v":1,"dependents":true}',
         )
         stored = store.insert_job(job)
         found = store.find_by_id(job.id)
@@ -57,6 +58,7 @@ class JobCrudStoreContract(StoreContract):
             assert got.signal_key == "tck-signal"
             assert got.resource_key == "tck-resource"
             assert got.recurring_name == "tck-recurring"
+            assert got.workflow == '{"v":1,"dependents":true}'
             assert got.attempt == 0
             assert got.claim_seq == 0
             assert got.owner is None

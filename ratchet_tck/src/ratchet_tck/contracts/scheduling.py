@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from ratchet_api.errors import InvalidStateTransitionError
+from ratchet_api.errors import InvalidStateTransitionError, StoreDataError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import (
@@ -421,3 +421,49 @@ class SignalStoreContract(StoreContract):
         )
         assert results.count(True) == 1
         assert self.reload(store, job).status in (JobStatus.PENDING, JobStatus.FAILED)
+
+    def test_expire_signal_to_cancelled_or_pending(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        store = tck_fixture.store()
+        past = store.server_now() - timedelta(seconds=1)
+        dropped = self.insert(
+            tck_fixture, status=JobStatus.AWAITING_SIGNAL, signal_key="tck-k", signal_deadline=past
+        )
+        resumed = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-k",
+            signal_deadline=past,
+            scheduled_at=store.server_now() + timedelta(days=1),
+        )
+        assert signals.expire_signal(dropped.id, "no signal", JobStatus.CANCELLED) is True
+        got = self.reload(store, dropped)
+        assert (got.status, got.last_error) == (JobStatus.CANCELLED, "no signal")
+        assert got.finished_at is not None
+        assert signals.expire_signal(resumed.id, "ran without", JobStatus.PENDING) is True
+        got = self.reload(store, resumed)
+        assert (got.status, got.last_error, got.signal_payload) == (
+            JobStatus.PENDING,
+            "ran without",
+            None,
+        )
+        assert self.claim_one(store).id == resumed.id, "expired to PENDING: due now"
+        assert signals.expire_signal(resumed.id, "again", JobStatus.CANCELLED) is False
+        with pytest.raises(StoreDataError):
+            signals.expire_signal(dropped.id, "bad", JobStatus.SUCCEEDED)
+
+    def test_find_jobs_by_signal_key(self, tck_fixture: StoreFixture) -> None:
+        signals = self.cap(tck_fixture, SignalStore)
+        base = tck_fixture.store().server_now()
+        second = self.insert(tck_fixture, signal_key="tck-find", created_at=base)
+        first = self.insert(
+            tck_fixture,
+            status=JobStatus.AWAITING_SIGNAL,
+            signal_key="tck-find",
+            created_at=base - timedelta(seconds=5),
+        )
+        self.insert(tck_fixture, signal_key="tck-other")
+        found = signals.find_jobs_by_signal_key("tck-find", 10)
+        assert [j.id for j in found] == [first.id, second.id]
+        assert [j.id for j in signals.find_jobs_by_signal_key("tck-find", 1)] == [first.id]
+        assert signals.find_jobs_by_signal_key("tck-none", 10) == []

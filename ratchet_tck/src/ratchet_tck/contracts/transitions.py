@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
-from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity
 from ratchet_tck.contracts.base import (
     StoreContract,
     assert_same_instant,
@@ -391,3 +391,68 @@ class JobBatchStatusStoreContract(StoreContract):
         assert found == {orphan.id, lost.id}
         assert kept.id not in found
         assert len(store.find_orphaned_children(1)) == 1
+
+    def test_settle_children_moves_each_waiting_child_as_told(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        parent = store.insert_job(tck_fixture.new_batch_parent_job())
+        later = store.server_now() + timedelta(hours=1)
+        run = self.insert(
+            tck_fixture, parent_id=parent.id, status=JobStatus.WAITING, scheduled_at=later
+        )
+        wait = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.WAITING)
+        drop = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.WAITING)
+        paused = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.PAUSED)
+        stranger = self.insert(tck_fixture, status=JobStatus.WAITING)
+        deadline = store.server_now() + timedelta(minutes=5)
+        moved = store.settle_children(
+            parent.id,
+            [
+                ChildSettlement(child_id=run.id, status=JobStatus.PENDING),
+                ChildSettlement(
+                    child_id=wait.id, status=JobStatus.AWAITING_SIGNAL, signal_deadline=deadline
+                ),
+                ChildSettlement(
+                    child_id=drop.id, status=JobStatus.CANCELLED, reason="parent failed"
+                ),
+                ChildSettlement(child_id=paused.id, status=JobStatus.CANCELLED, reason="x"),
+                ChildSettlement(child_id=stranger.id, status=JobStatus.PENDING),
+            ],
+        )
+        assert moved == {run.id, wait.id, drop.id}
+        released = self.reload(store, run)
+        assert released.status is JobStatus.PENDING
+        assert released.scheduled_at <= store.server_now(), "released: due now"
+        waiting = self.reload(store, wait)
+        assert waiting.status is JobStatus.AWAITING_SIGNAL
+        assert_same_instant(waiting.signal_deadline, deadline, "signal_deadline")
+        dropped = self.reload(store, drop)
+        assert (dropped.status, dropped.last_error) == (JobStatus.CANCELLED, "parent failed")
+        assert dropped.finished_at is not None
+        assert self.reload(store, paused).status is JobStatus.PAUSED
+        assert self.reload(store, stranger).status is JobStatus.WAITING
+        again = store.settle_children(
+            parent.id, [ChildSettlement(child_id=drop.id, status=JobStatus.PENDING)]
+        )
+        assert again == set(), "a settled child is never moved again"
+        assert self.reload(store, drop).status is JobStatus.CANCELLED
+
+    def test_racing_settlements_move_a_child_once(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        parent = store.insert_job(tck_fixture.new_batch_parent_job())
+        child = self.insert(tck_fixture, parent_id=parent.id, status=JobStatus.WAITING)
+        results = race(
+            8,
+            lambda i: store.settle_children(
+                parent.id,
+                [
+                    ChildSettlement(
+                        child_id=child.id,
+                        status=JobStatus.PENDING if i % 2 else JobStatus.CANCELLED,
+                        reason=f"caller {i}",
+                    )
+                ],
+            ),
+        )
+        assert sum(len(r) for r in results) == 1, f"moved by {results}"

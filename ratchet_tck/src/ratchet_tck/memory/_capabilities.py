@@ -208,14 +208,24 @@ class SignalMixin(CoreMemoryStore):
             ]
         return sorted(late, key=lambda j: (j.signal_deadline, j.id.int))[:limit]
 
-    def expire_signal(self, job_id: UUID, error: str) -> bool:
+    def expire_signal(self, job_id: UUID, error: str, status: JobStatus = JobStatus.FAILED) -> bool:
+        if status not in (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PENDING):
+            raise StoreDataError("status", f"must be FAILED, CANCELLED or PENDING, got {status!r}")
         s = self._s
         with s.lock:
             job = s.jobs.get(job_id)
             if job is None or job.status is not JobStatus.AWAITING_SIGNAL:
                 return False
-            s.put(job, status=JobStatus.FAILED, last_error=error, finished_at=s.now())
+            if status is JobStatus.PENDING:
+                s.put(job, status=status, last_error=error, scheduled_at=s.now())
+            else:
+                s.put(job, status=status, last_error=error, finished_at=s.now())
             return True
+
+    def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:
+        with self._s.lock:
+            found = [j for j in self._s.jobs.values() if j.signal_key == signal_key]
+        return sorted(found, key=lambda j: (j.created_at, j.id.int))[:limit]
 
 
 class ResourcePermitMixin(CoreMemoryStore):

@@ -11,7 +11,7 @@ import attrs
 
 from ratchet_api.errors import DuplicateJobError, StoreDataError, StoreError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
-from ratchet_api.store.entities import Completion, JobEntity, NodeEntity
+from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity, NodeEntity
 from ratchet_api.store.protocols import JobStore
 from ratchet_tck.memory._state import MemoryState, check_job, check_tags, check_utc
 
@@ -283,6 +283,26 @@ class CoreMemoryStore:
             for j in released:
                 s.put(j, status=JobStatus.PENDING, scheduled_at=now)
             return len(released)
+
+    def settle_children(self, parent_id: UUID, settlements: Sequence[ChildSettlement]) -> set[UUID]:
+        s = self._s
+        moved: set[UUID] = set()
+        with s.lock:
+            now = s.now()
+            for item in settlements:
+                job = s.jobs.get(item.child_id)
+                if job is None or job.parent_id != parent_id or job.status is not JobStatus.WAITING:
+                    continue
+                if item.status is JobStatus.PENDING:
+                    s.put(job, status=JobStatus.PENDING, scheduled_at=now)
+                elif item.status is JobStatus.AWAITING_SIGNAL:
+                    s.put(job, status=item.status, signal_deadline=item.signal_deadline)
+                else:
+                    s.put(
+                        job, status=item.status, last_error=item.reason, finished_at=now, owner=None
+                    )
+                moved.add(item.child_id)
+        return moved
 
     def find_orphaned_children(self, limit: int) -> list[JobEntity]:
         s = self._s

@@ -1,0 +1,88 @@
+"""``WorkflowArgResolver``: the default ``PreExecutionArgResolver``.
+
+Parameters annotated ``ParentResult[T]``, ``ParentError`` or ``SignalPayload[T]`` were stored as
+placeholders at enqueue (see :mod:`ratchet_core.invocation`). Right before dispatch this
+resolver replaces each placeholder with the stored JSON it stands for: the parent's result, the
+parent's sanitized error, the job's signal payload. The worker then restores the value from the
+parameter's type as for any argument. An invocation without placeholders costs nothing (no store
+read). To add your own late binding, extend this class and call ``super().resolve_arguments``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.errors import PayloadError
+from ratchet_api.model import JobInvocation
+from ratchet_api.store.entities import JobEntity
+from ratchet_api.store.protocols import ArchiveStore, JobStore
+from ratchet_api.workflow import PARENT_ERROR, PARENT_RESULT, SIGNAL_PAYLOAD
+from ratchet_core.invocation import PLACEHOLDER_KEY
+
+
+def _kind(value: Any) -> str | None:
+    if type(value) is dict and len(value) == 1:
+        kind = value.get(PLACEHOLDER_KEY)
+        if isinstance(kind, str):
+            return kind
+    return None
+
+
+def _json(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+class WorkflowArgResolver:
+    """Fills late-bound workflow arguments from the store. Thread safe."""
+
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
+        self._archive = store.capability(ArchiveStore)
+
+    def resolve_arguments(self, job_id: UUID, invocation: JobInvocation) -> JobInvocation | None:
+        late = {k: kind for k, v in invocation.kwargs.items() if (kind := _kind(v)) is not None}
+        if not late:
+            return None
+        job = self._store.find_by_id(job_id)
+        if job is None:
+            raise PayloadError(f"job {job_id} vanished before its arguments were resolved")
+        parent: JobEntity | None = None
+        kwargs = dict(invocation.kwargs)
+        for name, kind in late.items():
+            if kind == SIGNAL_PAYLOAD.kind:
+                kwargs[name] = _json(job.signal_payload)
+                continue
+            if kind not in (PARENT_RESULT.kind, PARENT_ERROR.kind):
+                raise PayloadError(f"job {job_id}: unknown placeholder {kind!r} for {name!r}")
+            if parent is None:
+                parent = self._parent(job, name)
+            if kind == PARENT_RESULT.kind:
+                kwargs[name] = _json(parent.result)
+            else:
+                kwargs[name] = None if parent.status.value == "SUCCEEDED" else parent.last_error
+        return attrs.evolve(invocation, kwargs=kwargs)
+
+    def _parent(self, job: JobEntity, name: str) -> JobEntity:
+        if job.parent_id is None:
+            raise PayloadError(
+                f"job {job.id}: parameter {name!r} asks for the parent's outcome, but the job "
+                "has no parent (use it on a step added with then/branch/on_success/on_failure)"
+            )
+        parent = self._store.find_by_id(job.parent_id)
+        if parent is None and self._archive is not None:
+            parent = self._archive.find_archived_job(job.parent_id)
+        if parent is None:
+            raise PayloadError(f"job {job.id}: its parent job {job.parent_id} no longer exists")
+        return parent
+
+
+__all__ = ["WorkflowArgResolver"]
