@@ -3,11 +3,13 @@ workflow conditions and signals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.client_session import ClientSession
 from pymongo.errors import DuplicateKeyError
 
 from ratchet_api.errors import InvalidStateTransitionError, StoreDataError, StoreError
@@ -30,6 +32,15 @@ from ratchet_store_mongo.errors import translated
 
 
 class FeaturesMixin(MongoBase):
+    if TYPE_CHECKING:
+
+        def _insert_jobs(
+            self,
+            jobs: Sequence[JobEntity],
+            before: Callable[[ClientSession], None] | None = None,
+            after: Callable[[ClientSession, int], None] | None = None,
+        ) -> int: ...
+
     # ------------------------------------------------------------------ recurring
 
     @translated("save_recurring")
@@ -95,6 +106,67 @@ class FeaturesMixin(MongoBase):
         except DuplicateKeyError as exc:
             raise StoreError(f"batch {batch.id} already exists") from exc
         return from_document(BatchEntity, doc)
+
+    @translated("insert_batch")
+    def insert_batch(self, batch: BatchEntity, jobs: Sequence[JobEntity]) -> int:
+        doc = to_document(batch)
+
+        def save(session: ClientSession) -> None:
+            try:
+                self._col("batches").insert_one(doc, session=session)
+            except DuplicateKeyError as exc:
+                raise StoreError(f"batch {batch.id} already exists") from exc
+
+        return self._insert_jobs(jobs, before=save)
+
+    @translated("add_batch_jobs")
+    def add_batch_jobs(self, batch_id: UUID, jobs: Sequence[JobEntity]) -> int:
+        batches = self._col("batches")
+
+        def lock(session: ClientSession) -> None:
+            # a no-op write on the batch document: concurrent chunks of one batch conflict
+            # (and are retried by the transaction) instead of interleaving
+            found = batches.find_one_and_update(
+                {"_id": batch_id, "status": BatchStatus.OPEN.value},
+                {"$inc": {"total": 0}},
+                session=session,
+            )
+            if found is None:
+                batch = self._batch_or_raise(batch_id, "add children")
+                raise InvalidStateTransitionError(
+                    f"cannot add children to batch {batch_id}: it is {batch.status.value}, not OPEN"
+                )
+
+        def count(session: ClientSession, inserted: int) -> None:
+            if inserted:
+                batches.update_one(
+                    {"_id": batch_id}, {"$inc": {"total": inserted}}, session=session
+                )
+
+        return self._insert_jobs(jobs, before=lock, after=count)
+
+    @translated("find_batches")
+    def find_batches(
+        self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[BatchEntity]:
+        query: dict[str, object] = {}
+        if statuses is not None:
+            query["status"] = {"$in": sorted(BatchStatus(x).value for x in statuses)}
+        cursor = (
+            self._col("batches")
+            .find(query, session=self._session)
+            .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+            .skip(offset)
+            .limit(limit)
+        )
+        return [from_document(BatchEntity, d) for d in cursor]
+
+    @translated("record_batch_error")
+    def record_batch_error(self, batch_id: UUID, error: str) -> bool:
+        result = self._col("batches").update_one(
+            {"_id": batch_id}, {"$set": {"last_error": error}}, session=self._session
+        )
+        return result.matched_count == 1
 
     @translated("find_batch")
     def find_batch(self, batch_id: UUID) -> BatchEntity | None:
@@ -234,15 +306,14 @@ class FeaturesMixin(MongoBase):
 
     @translated("expire_signal")
     def expire_signal(self, job_id: UUID, error: str) -> bool:
-        result = self._jobs.update_one(
+        return self._finish_one(
             {"_id": job_id, "status": JobStatus.AWAITING_SIGNAL.value},
             set_stage(
                 {"status": JobStatus.FAILED, "last_error": error, "owner": None},
                 now=("finished_at", "updated_at"),
             ),
-            session=self._session,
+            False,
         )
-        return result.modified_count == 1
 
 
 __all__ = ["FeaturesMixin"]

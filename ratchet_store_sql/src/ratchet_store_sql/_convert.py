@@ -60,6 +60,7 @@ JOB_FIELDS = (
     "signal_payload",
     "resource_key",
     "recurring_name",
+    "flow_control",
 )
 
 
@@ -191,6 +192,7 @@ def batch_to_row(batch: BatchEntity) -> dict[str, Any]:
         "parent_job_id": batch.parent_job_id,
         "created_at": batch.created_at,
         "completed_at": batch.completed_at,
+        "last_error": batch.last_error,
     }
 
 
@@ -205,6 +207,7 @@ def row_to_batch(row: Row) -> BatchEntity:
         parent_job_id=row["parent_job_id"],
         created_at=row["created_at"],
         completed_at=row["completed_at"],
+        last_error=row["last_error"],
     )
 
 

@@ -57,6 +57,7 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("signal_payload", long_text(), nullable=True),
         sa.Column("resource_key", key_string(KEY), nullable=True),
         sa.Column("recurring_name", key_string(KEY), nullable=True),
+        sa.Column("flow_control", sa.Text(), nullable=True),
     ]
 
 
@@ -159,6 +160,7 @@ batches = sa.Table(
     sa.Column("parent_job_id", sa.Uuid(), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
+    sa.Column("last_error", long_text(), nullable=True),
 )
 
 workflow_conditions = sa.Table(
@@ -184,6 +186,14 @@ resource_permits = sa.Table(
     sa.Column("holder", key_string(KEY), primary_key=True),
     sa.Column("acquired_at", UtcDateTime(), nullable=False),
     sa.Column("expires_at", UtcDateTime(), nullable=False),
+)
+
+rate_limits = sa.Table(
+    "ratchet_rate_limits",
+    metadata,
+    sa.Column("key", key_string(KEY), primary_key=True),
+    sa.Column("tokens", sa.Float(), nullable=False),
+    sa.Column("refreshed_at", UtcDateTime(), nullable=False),
 )
 
 locks = sa.Table(
@@ -282,6 +292,7 @@ __all__ = [
     "locks",
     "metadata",
     "nodes",
+    "rate_limits",
     "recurring_jobs",
     "resource_permits",
     "workflow_conditions",
