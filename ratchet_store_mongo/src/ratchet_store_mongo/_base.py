@@ -108,6 +108,27 @@ class MongoBase:
     def _jobs(self) -> Collection[Doc]:
         return self._col("jobs")
 
+    def _finish_one(self, query: Doc, update: list[Doc], succeeded: bool) -> bool:
+        """A terminal update of one job that also counts it in its batch (if it has one) in the
+        same transaction: the BatchStore progress contract."""
+
+        def run(session: ClientSession) -> bool:
+            doc = self._jobs.find_one_and_update(
+                query, update, projection={"batch_id": 1}, session=session
+            )
+            if doc is None:
+                return False
+            batch_id = doc.get("batch_id")
+            if batch_id is not None:
+                self._col("batches").update_one(
+                    {"_id": batch_id},
+                    {"$inc": {"succeeded" if succeeded else "failed": 1}},
+                    session=session,
+                )
+            return True
+
+        return self._atomic(run)
+
     def _atomic(self, fn: Callable[[ClientSession], T]) -> T:
         """Run ``fn`` in a multi-document transaction: the caller's, when this view is joined
         to a session that is in one, else a new one (``with_transaction`` retries transient

@@ -3,11 +3,13 @@ workflow conditions and signals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.client_session import ClientSession
 from pymongo.errors import DuplicateKeyError
 
 from ratchet_api.errors import InvalidStateTransitionError, StoreDataError, StoreError
@@ -31,6 +33,15 @@ from ratchet_store_mongo.errors import translated
 
 
 class FeaturesMixin(MongoBase):
+    if TYPE_CHECKING:
+
+        def _insert_jobs(
+            self,
+            jobs: Sequence[JobEntity],
+            before: Callable[[ClientSession], None] | None = None,
+            after: Callable[[ClientSession, int], None] | None = None,
+        ) -> int: ...
+
     # ------------------------------------------------------------------ recurring
 
     @translated("save_recurring")
@@ -118,6 +129,67 @@ class FeaturesMixin(MongoBase):
         except DuplicateKeyError as exc:
             raise StoreError(f"batch {batch.id} already exists") from exc
         return from_document(BatchEntity, doc)
+
+    @translated("insert_batch")
+    def insert_batch(self, batch: BatchEntity, jobs: Sequence[JobEntity]) -> int:
+        doc = to_document(batch)
+
+        def save(session: ClientSession) -> None:
+            try:
+                self._col("batches").insert_one(doc, session=session)
+            except DuplicateKeyError as exc:
+                raise StoreError(f"batch {batch.id} already exists") from exc
+
+        return self._insert_jobs(jobs, before=save)
+
+    @translated("add_batch_jobs")
+    def add_batch_jobs(self, batch_id: UUID, jobs: Sequence[JobEntity]) -> int:
+        batches = self._col("batches")
+
+        def lock(session: ClientSession) -> None:
+            # a no-op write on the batch document: concurrent chunks of one batch conflict
+            # (and are retried by the transaction) instead of interleaving
+            found = batches.find_one_and_update(
+                {"_id": batch_id, "status": BatchStatus.OPEN.value},
+                {"$inc": {"total": 0}},
+                session=session,
+            )
+            if found is None:
+                batch = self._batch_or_raise(batch_id, "add children")
+                raise InvalidStateTransitionError(
+                    f"cannot add children to batch {batch_id}: it is {batch.status.value}, not OPEN"
+                )
+
+        def count(session: ClientSession, inserted: int) -> None:
+            if inserted:
+                batches.update_one(
+                    {"_id": batch_id}, {"$inc": {"total": inserted}}, session=session
+                )
+
+        return self._insert_jobs(jobs, before=lock, after=count)
+
+    @translated("find_batches")
+    def find_batches(
+        self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[BatchEntity]:
+        query: dict[str, object] = {}
+        if statuses is not None:
+            query["status"] = {"$in": sorted(BatchStatus(x).value for x in statuses)}
+        cursor = (
+            self._col("batches")
+            .find(query, session=self._session)
+            .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+            .skip(offset)
+            .limit(limit)
+        )
+        return [from_document(BatchEntity, d) for d in cursor]
+
+    @translated("record_batch_error")
+    def record_batch_error(self, batch_id: UUID, error: str) -> bool:
+        result = self._col("batches").update_one(
+            {"_id": batch_id}, {"$set": {"last_error": error}}, session=self._session
+        )
+        return result.matched_count == 1
 
     @translated("find_batch")
     def find_batch(self, batch_id: UUID) -> BatchEntity | None:
@@ -259,20 +331,19 @@ class FeaturesMixin(MongoBase):
     def expire_signal(self, job_id: UUID, error: str, status: JobStatus = JobStatus.FAILED) -> bool:
         if status not in (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PENDING):
             raise StoreDataError("status", f"must be FAILED, CANCELLED or PENDING, got {status!r}")
-        now = (
-            ("scheduled_at", "updated_at")
-            if status is JobStatus.PENDING
-            else (
-                "finished_at",
-                "updated_at",
+        query = {"_id": job_id, "status": JobStatus.AWAITING_SIGNAL.value}
+        values = {"status": status, "last_error": error, "owner": None}
+        if status is JobStatus.PENDING:
+            result = self._jobs.update_one(
+                query,
+                set_stage(values, now=("scheduled_at", "updated_at")),
+                session=self._session,
             )
+            return result.modified_count == 1
+        # a terminal expiry counts the job in its batch in the same unit of work
+        return self._finish_one(
+            query, set_stage(values, now=("finished_at", "updated_at")), False
         )
-        result = self._jobs.update_one(
-            {"_id": job_id, "status": JobStatus.AWAITING_SIGNAL.value},
-            set_stage({"status": status, "last_error": error, "owner": None}, now=now),
-            session=self._session,
-        )
-        return result.modified_count == 1
 
     @translated("find_jobs_by_signal_key")
     def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:

@@ -243,13 +243,13 @@ class JobsMixin(MongoBase):
 
     @translated("mark_succeeded")
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
-        return self._fenced_update(
-            job_id,
-            claim_seq,
+        return self._finish_one(
+            fenced(job_id, claim_seq),
             set_stage(
                 {"status": JobStatus.SUCCEEDED, "result": result, "owner": None},
                 now=("finished_at", "updated_at"),
             ),
+            True,
         )
 
     @translated("mark_succeeded_many")
@@ -274,35 +274,59 @@ class JobsMixin(MongoBase):
             )
             for c in completions
         ]
-        self._jobs.bulk_write(ops, ordered=False, session=self._session)
         ids = list({c.job_id for c in completions})
-        applied = self._jobs.find(
-            {"_id": {"$in": ids}, "completion_token": token}, {"_id": 1}, session=self._session
+
+        def run(session: ClientSession | None) -> set[UUID]:
+            self._jobs.bulk_write(ops, ordered=False, session=session)
+            applied = list(
+                self._jobs.find(
+                    {"_id": {"$in": ids}, "completion_token": token},
+                    {"_id": 1, "batch_id": 1},
+                    session=session,
+                )
+            )
+            per_batch: dict[UUID, int] = {}
+            for doc in applied:
+                if doc.get("batch_id") is not None:
+                    per_batch[doc["batch_id"]] = per_batch.get(doc["batch_id"], 0) + 1
+            for batch_id, count in sorted(per_batch.items()):
+                self._col("batches").update_one(
+                    {"_id": batch_id}, {"$inc": {"succeeded": count}}, session=session
+                )
+            return {doc["_id"] for doc in applied}
+
+        # Batch children are counted in the same transaction; a flush without any (a
+        # job's batch_id never changes) keeps the cheaper transaction-free path.
+        children = self._jobs.find_one(
+            {"_id": {"$in": ids}, "batch_id": {"$ne": None}},
+            {"_id": 1},
+            session=self._session,
         )
-        return {doc["_id"] for doc in applied}
+        if children is None:
+            return run(self._session)
+        return self._atomic(run)
 
     @translated("mark_failed_terminal")
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
-        return self._fenced_update(
-            job_id,
-            claim_seq,
+        return self._finish_one(
+            fenced(job_id, claim_seq),
             set_stage(
                 {"status": JobStatus.FAILED, "last_error": error, "owner": None},
                 now=("finished_at", "updated_at"),
             ),
+            False,
         )
 
     @translated("cancel_job")
     def cancel_job(self, job_id: UUID) -> bool:
         require_uuid(job_id, "job_id")
-        result = self._jobs.update_one(
+        return self._finish_one(
             {"_id": job_id, "status": {"$nin": TERMINAL}},
             set_stage(
                 {"status": JobStatus.CANCELLED, "owner": None}, now=("finished_at", "updated_at")
             ),
-            session=self._session,
+            False,
         )
-        return result.modified_count == 1
 
     # ------------------------------------------------------------------ retry
 

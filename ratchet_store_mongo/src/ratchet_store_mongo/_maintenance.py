@@ -3,7 +3,7 @@ bulk operations and cleanup, tags."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -190,11 +190,23 @@ class JobMaintenanceMixin(JobsMixin):
 
     @translated("bulk_insert")
     def bulk_insert(self, jobs: Sequence[JobEntity]) -> int:
-        docs = [job_to_document(job) for job in jobs]  # all validated before anything is written
-        if not docs:
+        if not jobs:
             return 0
+        return self._insert_jobs(jobs)
+
+    def _insert_jobs(
+        self,
+        jobs: Sequence[JobEntity],
+        before: Callable[[ClientSession], None] | None = None,
+        after: Callable[[ClientSession, int], None] | None = None,
+    ) -> int:
+        """``bulk_insert`` in one transaction, with ``before`` run first and ``after`` (given
+        the number inserted) run last inside the same transaction (batch rows)."""
+        docs = [job_to_document(job) for job in jobs]  # all validated before anything is written
 
         def run(session: ClientSession) -> int:
+            if before is not None:
+                before(session)
             keys = [d["idempotency_key"] for d in docs if d["idempotency_key"] is not None]
             taken: set[str] = set()
             if keys:
@@ -214,6 +226,8 @@ class JobMaintenanceMixin(JobsMixin):
                 fresh.append(doc)
             if fresh:
                 self._jobs.insert_many(fresh, ordered=True, session=session)
+            if after is not None:
+                after(session, len(fresh))
             return len(fresh)
 
         for _ in range(IDEMPOTENCY_RACE_RETRIES):

@@ -174,5 +174,27 @@ class SqlBase:
     def _select_jobs(self, conn: sa.Connection, stmt: sa.Select[Any]) -> list[JobEntity]:
         return self._jobs_from_rows(conn, list(conn.execute(stmt).mappings()))
 
+    @staticmethod
+    def _count_batch_child(conn: sa.Connection, job_id: UUID, succeeded: bool) -> None:
+        """Count the job that just finished in its batch (nothing for a job without one), in
+        the caller's unit of work: the BatchStore progress contract."""
+        b = s.batches
+        column = "succeeded" if succeeded else "failed"
+        batch_of_job = sa.select(s.jobs.c.batch_id).where(s.jobs.c.id == job_id)
+        conn.execute(
+            sa.update(b)
+            .where(b.c.id == batch_of_job.scalar_subquery())
+            .values({column: b.c[column] + 1})
+        )
+
+    @staticmethod
+    def _count_batch_children(conn: sa.Connection, per_batch: dict[UUID, int]) -> None:
+        """Add succeeded children to their batches (``{batch_id: count}``)."""
+        b = s.batches
+        for batch_id, count in sorted(per_batch.items()):
+            conn.execute(
+                sa.update(b).where(b.c.id == batch_id).values(succeeded=b.c.succeeded + count)
+            )
+
 
 __all__ = ["CHUNK", "SqlBase", "chunks", "retry_conflicts"]

@@ -7,7 +7,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import sqlalchemy as sa
@@ -148,10 +148,61 @@ class RecurringOperations(SqlBase):
 
 
 class BatchOperations(SqlBase):
+    if TYPE_CHECKING:
+
+        def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int: ...
+
     def save_batch(self, batch: BatchEntity) -> BatchEntity:
         with self._write("save_batch") as conn:
             conn.execute(sa.insert(s.batches), [batch_to_row(batch)])
         return batch
+
+    def insert_batch(self, batch: BatchEntity, jobs: Sequence[JobEntity]) -> int:
+        with self._write("insert_batch") as conn:
+            conn.execute(sa.insert(s.batches), [batch_to_row(batch)])
+            return self._insert_jobs(conn, jobs) if jobs else 0
+
+    def add_batch_jobs(self, batch_id: UUID, jobs: Sequence[JobEntity]) -> int:
+        b = s.batches
+        with self._write("add_batch_jobs") as conn:
+            # the batch row is locked first: chunks of one batch are written one at a time
+            status = conn.execute(
+                sa.select(b.c.status).where(b.c.id == batch_id).with_for_update()
+            ).scalar_one_or_none()
+            if status is None:
+                raise InvalidStateTransitionError(f"batch {batch_id} does not exist")
+            if status != BatchStatus.OPEN.value:
+                raise InvalidStateTransitionError(
+                    f"batch {batch_id} is {status}: children can only be added to an OPEN batch"
+                )
+            inserted = self._insert_jobs(conn, jobs) if jobs else 0
+            if inserted:
+                conn.execute(
+                    sa.update(b).where(b.c.id == batch_id).values(total=b.c.total + inserted)
+                )
+            return inserted
+
+    def find_batches(
+        self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[BatchEntity]:
+        b = s.batches
+        stmt = sa.select(b).order_by(b.c.created_at.desc(), b.c.id.desc()).limit(limit)
+        if offset:
+            stmt = stmt.offset(offset)
+        if statuses is not None:
+            stmt = stmt.where(b.c.status.in_(sorted(BatchStatus(x).value for x in statuses)))
+        with self._read("find_batches") as conn:
+            return [row_to_batch(r) for r in conn.execute(stmt).mappings()]
+
+    def record_batch_error(self, batch_id: UUID, error: str) -> bool:
+        b = s.batches
+        with self._write("record_batch_error") as conn:
+            return (
+                conn.execute(
+                    sa.update(b).where(b.c.id == batch_id).values(last_error=error)
+                ).rowcount
+                == 1
+            )
 
     def _batch(self, conn: sa.Connection, batch_id: UUID) -> BatchEntity | None:
         row = conn.execute(sa.select(s.batches).where(s.batches.c.id == batch_id)).mappings()
@@ -293,7 +344,10 @@ class SignalOperations(SqlBase):
             values["finished_at"] = now
         with self._write("expire_signal") as conn:
             stmt = sa.update(J).where(J.c.id == job_id, J.c.status == AWAITING).values(**values)
-            return conn.execute(stmt).rowcount == 1
+            expired = conn.execute(stmt).rowcount == 1
+            if expired and status is not JobStatus.PENDING:
+                self._count_batch_child(conn, job_id, False)
+            return expired
 
     def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:
         stmt = (

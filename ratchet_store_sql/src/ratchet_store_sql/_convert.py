@@ -62,6 +62,7 @@ JOB_FIELDS = (
     "recurring_name",
     "dispatched_at",
     "workflow",
+    "flow_control",
 )
 
 
@@ -194,6 +195,7 @@ def batch_to_row(batch: BatchEntity) -> dict[str, Any]:
         "parent_job_id": batch.parent_job_id,
         "created_at": batch.created_at,
         "completed_at": batch.completed_at,
+        "last_error": batch.last_error,
     }
 
 
@@ -208,6 +210,7 @@ def row_to_batch(row: Row) -> BatchEntity:
         parent_job_id=row["parent_job_id"],
         created_at=row["created_at"],
         completed_at=row["completed_at"],
+        last_error=row["last_error"],
     )
 
 

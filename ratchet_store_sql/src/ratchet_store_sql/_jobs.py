@@ -67,11 +67,17 @@ _PG_DISPATCH_MANY = sa.text(
     " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
 ).columns(sa.column("id", sa.Uuid()))
 _PG_SUCCEED_MANY = sa.text(
-    "UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result, owner = NULL,"
-    f" finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
+    "WITH done AS (UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result,"
+    f" owner = NULL, finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
     " AS v(id, seq, result)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING'"
+    " RETURNING j.id, j.batch_id),"
+    # batch children are counted by the same statement (the BatchStore progress contract)
+    " counted AS (UPDATE ratchet_batches AS b SET succeeded = b.succeeded + c.n"
+    " FROM (SELECT batch_id, count(*) AS n FROM done WHERE batch_id IS NOT NULL"
+    " GROUP BY batch_id) AS c WHERE b.id = c.batch_id)"
+    " SELECT id FROM done"
 ).columns(sa.column("id", sa.Uuid()))
 
 
@@ -466,14 +472,23 @@ class JobOperations(SqlBase):
         claim_seq: int,
         values: dict[str, Any],
         extra: sa.ColumnElement[bool] | None = None,
+        *,
+        finishes: bool | None = None,
     ) -> bool:
+        """A fenced update of one RUNNING job (``extra``: one more condition). ``finishes``
+        (True: succeeded, False: failed) marks a terminal write, which also counts the job in
+        its batch in the same transaction."""
         values.setdefault("updated_at", self._d.now())
         where = [J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING]
         if extra is not None:
             where.append(extra)
-        with self._write_statement(operation) as conn:
+        write = self._write_statement if finishes is None else self._write
+        with write(operation) as conn:
             stmt = sa.update(J).where(*where).values(**values)
-            return conn.execute(stmt).rowcount == 1
+            applied = conn.execute(stmt).rowcount == 1
+            if applied and finishes is not None:
+                self._count_batch_child(conn, job_id, finishes)
+            return applied
 
     @retry_conflicts
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
@@ -488,6 +503,7 @@ class JobOperations(SqlBase):
                 "finished_at": now,
                 "owner": None,
             },
+            finishes=True,
         )
 
     @retry_conflicts
@@ -540,12 +556,22 @@ class JobOperations(SqlBase):
                 ).scalars()
             )
         if self._d.returning:
-            stmt = sa.update(J).where(fence).values(**values).returning(J.c.id)
-            return set(conn.execute(stmt).scalars())
-        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
-        if locked:
-            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(**values))
-        return locked
+            stmt = sa.update(J).where(fence).values(**values).returning(J.c.id, J.c.batch_id)
+            done = list(conn.execute(stmt))
+        else:
+            done = list(
+                conn.execute(sa.select(J.c.id, J.c.batch_id).where(fence).with_for_update())
+            )
+            if done:
+                ids = [row[0] for row in done]
+                conn.execute(sa.update(J).where(J.c.id.in_(ids)).values(**values))
+        per_batch: dict[UUID, int] = {}
+        for _, batch_id in done:
+            if batch_id is not None:
+                per_batch[batch_id] = per_batch.get(batch_id, 0) + 1
+        if per_batch:
+            self._count_batch_children(conn, per_batch)
+        return {row[0] for row in done}
 
     @retry_conflicts
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
@@ -559,6 +585,7 @@ class JobOperations(SqlBase):
                 "finished_at": self._d.now(),
                 "owner": None,
             },
+            finishes=False,
         )
 
     @retry_conflicts
@@ -575,7 +602,10 @@ class JobOperations(SqlBase):
                     owner=None,
                 )
             )
-            return conn.execute(stmt).rowcount == 1
+            cancelled = conn.execute(stmt).rowcount == 1
+            if cancelled:
+                self._count_batch_child(conn, job_id, False)
+            return cancelled
 
     # ------------------------------------------------------------------ retry
 
@@ -748,6 +778,11 @@ class JobOperations(SqlBase):
     def bulk_insert(self, jobs: Sequence[JobEntity]) -> int:
         if not jobs:
             return 0
+        with self._write("bulk_insert") as conn:
+            return self._insert_jobs(conn, jobs)
+
+    def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
+        """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""
         rows: list[dict[str, Any]] = []
         tag_rows: list[dict[str, Any]] = []
         keyed: dict[str, JobEntity] = {}
@@ -759,40 +794,39 @@ class JobOperations(SqlBase):
                     continue  # a later duplicate of a key in the same batch: skipped
                 keyed[job.idempotency_key] = job
             rows.append(row)
-        with self._write("bulk_insert") as conn:
-            if keyed:
-                existing: set[str] = set()
-                for part in chunks(list(keyed)):
-                    existing.update(
-                        conn.execute(
-                            sa.select(J.c.idempotency_key).where(J.c.idempotency_key.in_(part))
-                        ).scalars()
-                    )
-                if existing:
-                    rows = [r for r in rows if r["idempotency_key"] not in existing]
-            if any(job.tags for job in jobs):
-                kept = {r["id"] for r in rows}
-                for job in jobs:
-                    if job.id in kept:
-                        tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
-            if not rows:
-                return 0
-            try:
-                if self._d.is_pg and self._engine.dialect.driver == "psycopg":
-                    self._copy_rows(conn, rows, tag_rows)
-                elif self._d.is_sqlite:
-                    conn.exec_driver_sql(_sqlite_job_insert(), _sqlite_params(conn, rows))
-                    for part in chunks(tag_rows, 2000):
-                        conn.execute(sa.insert(T), list(part))
-                else:
-                    for part in chunks(rows, 1000):
-                        conn.execute(sa.insert(J), list(part))
-                    for part in chunks(tag_rows, 2000):
-                        conn.execute(sa.insert(T), list(part))
-            except sa.exc.IntegrityError as exc:
-                raise DuplicateJobError(
-                    f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
-                ) from exc
+        if keyed:
+            existing: set[str] = set()
+            for part in chunks(list(keyed)):
+                existing.update(
+                    conn.execute(
+                        sa.select(J.c.idempotency_key).where(J.c.idempotency_key.in_(part))
+                    ).scalars()
+                )
+            if existing:
+                rows = [r for r in rows if r["idempotency_key"] not in existing]
+        if any(job.tags for job in jobs):
+            kept = {r["id"] for r in rows}
+            for job in jobs:
+                if job.id in kept:
+                    tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
+        if not rows:
+            return 0
+        try:
+            if self._d.is_pg and self._engine.dialect.driver == "psycopg":
+                self._copy_rows(conn, rows, tag_rows)
+            elif self._d.is_sqlite:
+                conn.exec_driver_sql(_sqlite_job_insert(), _sqlite_params(conn, rows))
+                for part in chunks(tag_rows, 2000):
+                    conn.execute(sa.insert(T), list(part))
+            else:
+                for part in chunks(rows, 1000):
+                    conn.execute(sa.insert(J), list(part))
+                for part in chunks(tag_rows, 2000):
+                    conn.execute(sa.insert(T), list(part))
+        except sa.exc.IntegrityError as exc:
+            raise DuplicateJobError(
+                f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
+            ) from exc
         return len(rows)
 
     def _copy_rows(

@@ -60,6 +60,7 @@ def _job_columns() -> list[sa.Column[object]]:
         # set when the worker starts the current claim (migration 0003)
         sa.Column("dispatched_at", UtcDateTime(), nullable=True),
         sa.Column("workflow", sa.Text(), nullable=True),
+        sa.Column("flow_control", sa.Text(), nullable=True),
     ]
 
 
@@ -162,6 +163,7 @@ batches = sa.Table(
     sa.Column("parent_job_id", sa.Uuid(), nullable=True),
     sa.Column("created_at", UtcDateTime(), nullable=False),
     sa.Column("completed_at", UtcDateTime(), nullable=True),
+    sa.Column("last_error", long_text(), nullable=True),
 )
 
 workflow_conditions = sa.Table(
@@ -187,6 +189,14 @@ resource_permits = sa.Table(
     sa.Column("holder", key_string(KEY), primary_key=True),
     sa.Column("acquired_at", UtcDateTime(), nullable=False),
     sa.Column("expires_at", UtcDateTime(), nullable=False),
+)
+
+rate_limits = sa.Table(
+    "ratchet_rate_limits",
+    metadata,
+    sa.Column("key", key_string(KEY), primary_key=True),
+    sa.Column("tokens", sa.Float(), nullable=False),
+    sa.Column("refreshed_at", UtcDateTime(), nullable=False),
 )
 
 locks = sa.Table(
@@ -287,6 +297,7 @@ __all__ = [
     "locks",
     "metadata",
     "nodes",
+    "rate_limits",
     "recurring_jobs",
     "resource_permits",
     "workflow_conditions",

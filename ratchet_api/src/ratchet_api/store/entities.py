@@ -107,6 +107,9 @@ class JobEntity:
     recurring_name: str | None = None
     dispatched_at: datetime | None = attrs.field(default=None, validator=_utc)
     workflow: str | None = None
+    flow_control: str | None = None
+    """The job's flow-control options as JSON written by the engine (permit count of
+    ``resource_key``, rate limit); None for a job without any."""
 
 
 @attrs.frozen(kw_only=True)
@@ -192,6 +195,13 @@ class BatchEntity:
     parent_job_id: UUID | None = None
     created_at: datetime = attrs.field(factory=utc_now, validator=_utc)
     completed_at: datetime | None = attrs.field(default=None, validator=_utc)
+    last_error: str | None = None
+    """Why the last streaming chunk failed (None: no chunk failed)."""
+
+    @property
+    def pending(self) -> int:
+        """Children counted in ``total`` that have not finished yet."""
+        return max(0, self.total - self.succeeded - self.failed)
 
     @property
     def finished(self) -> int:

@@ -32,6 +32,7 @@ from uuid import UUID
 from ratchet_api.model import JobStatus, NodeTagFilter, StateWriteResult, VersionedState
 from ratchet_api.store.entities import (
     BatchEntity,
+    BatchStatus,
     ChildSettlement,
     Completion,
     ExecutionRecord,
@@ -400,10 +401,43 @@ class RecurringJobStore(Protocol):
 
 @runtime_checkable
 class BatchStore(Protocol):
-    """Batch progress tracking."""
+    """Batch progress tracking.
+
+    A store advertising this capability counts a batch's progress itself: every terminal
+    transition of a job whose ``batch_id`` is set (``mark_succeeded``, ``mark_succeeded_many``
+    as succeeded; ``mark_failed_terminal``, ``cancel_job``, ``expire_signal`` as failed) adds one
+    to its batch's ``succeeded`` or ``failed`` in the same unit of work as the job's own write,
+    so a crash can never leave a finished child uncounted or count it twice. A transition that
+    does not apply (stale claim, already terminal) counts nothing.
+    """
 
     def save_batch(self, batch: BatchEntity) -> BatchEntity:
         """Insert a batch. REQUIRED."""
+        ...
+
+    def insert_batch(self, batch: BatchEntity, jobs: Sequence[JobEntity]) -> int:
+        """Insert ``batch`` and ``jobs`` (its children, parent and callback jobs) in one unit of
+        work: both or neither, joining the caller's transaction on a joined view. Jobs whose
+        idempotency key exists are skipped as by ``bulk_insert``. Returns the number of jobs
+        inserted. REQUIRED."""
+        ...
+
+    def add_batch_jobs(self, batch_id: UUID, jobs: Sequence[JobEntity]) -> int:
+        """One chunk of an OPEN batch in one unit of work: insert ``jobs`` (those whose
+        idempotency key exists are skipped) and add the number inserted to the batch's total.
+        Returns that number. Raises ``InvalidStateTransitionError`` (nothing written) if the
+        batch does not exist or is not OPEN. REQUIRED."""
+        ...
+
+    def find_batches(
+        self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[BatchEntity]:
+        """Batches (of any status when ``statuses`` is None), newest first. SUPPORTS."""
+        ...
+
+    def record_batch_error(self, batch_id: UUID, error: str) -> bool:
+        """Set the batch's ``last_error`` (a streaming chunk failed); False if the batch does
+        not exist. REQUIRED."""
         ...
 
     def find_batch(self, batch_id: UUID) -> BatchEntity | None:

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import attrs
 import pytest
 
-from ratchet_api.errors import InvalidStateTransitionError, StoreDataError
+from ratchet_api.errors import DuplicateJobError, InvalidStateTransitionError, StoreDataError
 from ratchet_api.ids import uuid7
-from ratchet_api.model import JobStatus
+from ratchet_api.model import JobPriority, JobStatus
 from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
+    Completion,
     ConditionKind,
+    JobEntity,
     RecurringAdvance,
     RecurringJobEntity,
     WorkflowConditionEntity,
@@ -183,7 +186,10 @@ class BatchStoreContract(StoreContract):
     """Batch totals, sealing, counted children (no lost increments) and one completion."""
 
     capability = BatchStore
-    summary = "totals, seal, atomic increments under 8 threads, single completion"
+    summary = (
+        "totals, seal, atomic increments under 8 threads, single completion, batch + jobs in "
+        "one unit of work, idempotent chunks, children counted by their terminal writes"
+    )
 
     def test_save_and_find(self, tck_fixture: StoreFixture) -> None:
         batches = self.cap(tck_fixture, BatchStore)
@@ -264,6 +270,129 @@ class BatchStoreContract(StoreContract):
         batches.increment_finished(batch.id, True)
         wins = race(8, lambda _: batches.mark_batch_complete_if_ready(batch.id))
         assert wins.count(True) == 1
+
+    def test_insert_batch_writes_the_batch_and_its_jobs_together(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = BatchEntity(name="tck-atomic", status=BatchStatus.SEALED, total=2)
+        jobs = [tck_fixture.new_pending_job(batch_id=batch.id) for _ in range(2)]
+        assert batches.insert_batch(batch, jobs) == 2
+        found = batches.find_batch(batch.id)
+        assert found is not None and (found.total, found.status) == (2, BatchStatus.SEALED)
+        assert all(self.reload(store, j).batch_id == batch.id for j in jobs)
+
+        existing = self.insert(tck_fixture)
+        clash = BatchEntity(name="tck-atomic-clash", total=2)
+        fresh = tck_fixture.new_pending_job(batch_id=clash.id)
+        with pytest.raises(DuplicateJobError):
+            batches.insert_batch(clash, [fresh, attrs.evolve(existing, batch_id=clash.id)])
+        assert batches.find_batch(clash.id) is None, "the batch survived its jobs' failure"
+        assert store.find_by_id(fresh.id) is None, "a job survived its batch's failure"
+
+    def test_chunks_skip_existing_keys_and_count_only_what_they_insert(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = batches.save_batch(BatchEntity(name="tck-chunks"))
+
+        def chunk(first: int, last: int) -> list[JobEntity]:
+            return [
+                tck_fixture.new_pending_job(
+                    batch_id=batch.id, idempotency_key=f"tck-chunk:{batch.id}:{i}"
+                )
+                for i in range(first, last)
+            ]
+
+        assert batches.add_batch_jobs(batch.id, chunk(0, 3)) == 3
+        assert batches.add_batch_jobs(batch.id, chunk(2, 5)) == 2, "replayed items inserted"
+        found = batches.find_batch(batch.id)
+        assert found is not None and found.total == 5
+        assert batches.seal_batch(batch.id)
+        with pytest.raises(InvalidStateTransitionError):
+            batches.add_batch_jobs(batch.id, chunk(5, 6))
+        assert store.find_by_idempotency_key(f"tck-chunk:{batch.id}:5") is None
+        with pytest.raises(InvalidStateTransitionError):
+            batches.add_batch_jobs(uuid7(), chunk(7, 8))
+
+    def test_terminal_transitions_count_children_in_their_batch(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = BatchEntity(name="tck-progress", status=BatchStatus.SEALED, total=5)
+        jobs = [
+            tck_fixture.new_pending_job(batch_id=batch.id, priority=JobPriority.CRITICAL)
+            for _ in range(5)
+        ]
+        batches.insert_batch(batch, jobs)
+        claimed = {j.id: j for j in store.claim_next_batch("tck-node", 50)}
+        mine = [claimed[j.id] for j in jobs]
+        done = store.mark_succeeded_many(
+            [Completion(job_id=j.id, claim_seq=j.claim_seq) for j in mine[:2]]
+        )
+        assert done == {mine[0].id, mine[1].id}
+        assert store.mark_succeeded(mine[2].id, mine[2].claim_seq, None)
+        assert store.mark_failed_terminal(mine[3].id, mine[3].claim_seq, "boom")
+        assert store.cancel_job(mine[4].id)
+        # transitions that do not apply count nothing
+        assert not store.mark_succeeded(mine[2].id, mine[2].claim_seq, None)
+        assert not store.mark_succeeded_many([Completion(job_id=mine[0].id, claim_seq=1)])
+        assert not store.cancel_job(mine[4].id)
+        found = batches.find_batch(batch.id)
+        assert found is not None
+        assert (found.succeeded, found.failed, found.pending) == (3, 2, 0)
+        assert batches.mark_batch_complete_if_ready(batch.id)
+
+    def test_last_children_finishing_together_complete_the_batch_once(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        store = tck_fixture.store()
+        batches = self.cap(tck_fixture, BatchStore)
+        batch = BatchEntity(name="tck-last-two", status=BatchStatus.SEALED, total=8)
+        jobs = [
+            tck_fixture.new_pending_job(batch_id=batch.id, priority=JobPriority.CRITICAL)
+            for _ in range(8)
+        ]
+        batches.insert_batch(batch, jobs)
+        claimed = {j.id: j for j in store.claim_next_batch("tck-node", 50)}
+        mine = [claimed[j.id] for j in jobs]
+
+        def finish(i: int) -> bool:
+            job = mine[i]
+            if i % 2:
+                store.mark_succeeded_many([Completion(job_id=job.id, claim_seq=job.claim_seq)])
+            else:
+                store.mark_failed_terminal(job.id, job.claim_seq, "boom")
+            return batches.mark_batch_complete_if_ready(batch.id)
+
+        wins = race(8, finish)
+        assert wins.count(True) == 1, f"completion fired {wins.count(True)} times"
+        found = batches.find_batch(batch.id)
+        assert found is not None and (found.succeeded, found.failed) == (4, 4)
+
+    def test_find_batches_newest_first_by_status_and_record_error(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        older = batches.save_batch(BatchEntity(name="tck-old", created_at=now_ms()))
+        newer = batches.save_batch(
+            BatchEntity(
+                name="tck-new",
+                status=BatchStatus.SEALED,
+                created_at=now_ms() + timedelta(seconds=1),
+            )
+        )
+        ids = [b.id for b in batches.find_batches(limit=1000)]
+        assert ids.index(newer.id) < ids.index(older.id)
+        sealed = [b.id for b in batches.find_batches(statuses=frozenset({BatchStatus.SEALED}))]
+        assert newer.id in sealed and older.id not in sealed
+        assert batches.record_batch_error(older.id, "chunk 3 failed")
+        found = batches.find_batch(older.id)
+        assert found is not None and found.last_error == "chunk 3 failed"
+        assert batches.record_batch_error(uuid7(), "x") is False
 
 
 class WorkflowConditionStoreContract(StoreContract):

@@ -99,6 +99,45 @@ class BatchMixin(CoreMemoryStore):
             self._s.batches[batch.id] = batch
             return batch
 
+    def insert_batch(self, batch: BatchEntity, jobs: Sequence[JobEntity]) -> int:
+        with self._s.lock:
+            if batch.id in self._s.batches:
+                raise DuplicateJobError(f"batch {batch.id} already exists")
+            inserted = self.bulk_insert(jobs)  # validates everything before writing
+            self._s.batches[batch.id] = batch
+            return inserted
+
+    def add_batch_jobs(self, batch_id: UUID, jobs: Sequence[JobEntity]) -> int:
+        s = self._s
+        with s.lock:
+            batch = self._batch(batch_id)
+            if batch.status is not BatchStatus.OPEN:
+                raise InvalidStateTransitionError(
+                    f"batch {batch_id} is {batch.status}; children can only be added while OPEN"
+                )
+            inserted = self.bulk_insert(jobs)
+            s.batches[batch_id] = attrs.evolve(batch, total=batch.total + inserted)
+            return inserted
+
+    def find_batches(
+        self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
+    ) -> list[BatchEntity]:
+        with self._s.lock:
+            found = [
+                b for b in self._s.batches.values() if statuses is None or b.status in statuses
+            ]
+        found.sort(key=lambda b: (b.created_at, b.id.int), reverse=True)
+        return found[offset : offset + limit]
+
+    def record_batch_error(self, batch_id: UUID, error: str) -> bool:
+        s = self._s
+        with s.lock:
+            batch = s.batches.get(batch_id)
+            if batch is None:
+                return False
+            s.batches[batch_id] = attrs.evolve(batch, last_error=error)
+            return True
+
     def find_batch(self, batch_id: UUID) -> BatchEntity | None:
         with self._s.lock:
             return self._s.batches.get(batch_id)
@@ -220,6 +259,7 @@ class SignalMixin(CoreMemoryStore):
                 s.put(job, status=status, last_error=error, scheduled_at=s.now())
             else:
                 s.put(job, status=status, last_error=error, finished_at=s.now())
+                s.count_batch_child(job, False)
             return True
 
     def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:

@@ -157,6 +157,7 @@ class CoreMemoryStore:
             if job is None:
                 return False
             s.put(job, status=JobStatus.SUCCEEDED, result=result, finished_at=s.now(), owner=None)
+            s.count_batch_child(job, True)
             return True
 
     def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
@@ -174,6 +175,7 @@ class CoreMemoryStore:
             if job is None:
                 return False
             s.put(job, status=JobStatus.FAILED, last_error=error, finished_at=s.now(), owner=None)
+            s.count_batch_child(job, False)
             return True
 
     def cancel_job(self, job_id: UUID) -> bool:
@@ -183,6 +185,7 @@ class CoreMemoryStore:
             if job is None or job.status in TERMINAL_STATUSES:
                 return False
             s.put(job, status=JobStatus.CANCELLED, finished_at=s.now(), owner=None)
+            s.count_batch_child(job, False)
             return True
 
     # ------------------------------------------------------------------ retry

@@ -116,6 +116,17 @@ class MemoryState:
             return None
         return job
 
+    def count_batch_child(self, job: JobEntity, succeeded: bool) -> None:
+        """Count a job that just finished in its batch (the BatchStore progress contract)."""
+        batch = self.batches.get(job.batch_id) if job.batch_id is not None else None
+        if batch is None:
+            return
+        if succeeded:
+            batch = attrs.evolve(batch, succeeded=batch.succeeded + 1)
+        else:
+            batch = attrs.evolve(batch, failed=batch.failed + 1)
+        self.batches[batch.id] = batch
+
     def drop_owned(self, job_id: UUID) -> None:
         self.properties.pop(job_id, None)
         self.states.pop(job_id, None)
