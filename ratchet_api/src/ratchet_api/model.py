@@ -287,8 +287,13 @@ class EncryptionSurface(enum.StrEnum):
     """Which stored value an encryption call protects; bound into the AAD."""
 
     PAYLOAD = "PAYLOAD"
+    """The stored invocation (target and arguments)."""
     RESULT = "RESULT"
+    """The stored return value."""
     STATE = "STATE"
+    """Versioned per-namespace state (the namespace is part of the context)."""
+    ERROR = "ERROR"
+    """The stored (sanitized) error message of a failed attempt."""
     SIGNAL_PAYLOAD = "SIGNAL_PAYLOAD"
     PREDICATE = "PREDICATE"
 

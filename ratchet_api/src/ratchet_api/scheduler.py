@@ -88,6 +88,11 @@ class JobBuilder(Protocol):
         """Write the job inside the caller's open transaction (see ``JobScheduler``)."""
         ...
 
+    def encrypted(self) -> JobBuilder:
+        """Encrypt this job's arguments, result, stored errors and state at rest.
+        ``InvalidJobError`` when encryption is not configured."""
+        ...
+
     def enqueue(self) -> UUID:
         """Validate and store the job; its id (the first job's id for a reused idempotency
         key). A second call raises ``InvalidJobError``."""

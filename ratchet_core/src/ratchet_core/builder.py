@@ -50,6 +50,7 @@ class JobOptions:
     run_at: datetime | None = None
     delay: timedelta | None = None
     transaction: object | None = None
+    encrypted: bool = False
 
 
 def _bad(option: str, message: str) -> InvalidJobError:
@@ -216,6 +217,13 @@ class DefaultJobBuilder:
         """Write the job inside the caller's open transaction (a SQLAlchemy ``Connection`` or
         ``Session``, a pymongo ``ClientSession``): rollback removes it, wake-ups wait for commit."""
         self._options.transaction = transaction
+        return self
+
+    def encrypted(self) -> DefaultJobBuilder:
+        """Encrypt this job's arguments, result, errors and state at rest (see
+        docs/security.md). ``InvalidJobError`` when no encryption keys are configured."""
+        self._scheduler.codec.require_available("encrypted")
+        self._options.encrypted = True
         return self
 
     def enqueue(self) -> UUID:

@@ -262,10 +262,17 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.defaults.security.DefaultPayloadMaskingPolicy")
     )
     payload_encryption = providers.Singleton(
-        lazy("ratchet_core.encryption.AesGcmPayloadEncryption")
+        lazy("ratchet_core.codec.create_payload_encryption"), settings=settings
     )
     key_provider = providers.Singleton(
         lazy("ratchet_core.encryption.SettingsKeyProvider"), settings=settings
+    )
+    payload_codec = providers.Singleton(
+        lazy("ratchet_core.codec.PayloadCodec.from_settings"),
+        settings=settings,
+        encryption=payload_encryption,
+        key_provider=key_provider,
+        metrics=metrics_collector,
     )
 
     # ---------------------------------------------------------- payloads
@@ -341,6 +348,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         cluster=cluster_coordinator,
         node_identity=node_identity_provider,
         metrics=metrics_collector,
+        codec=payload_codec,
     )
     worker = providers.Factory(
         lazy("ratchet_core.worker.Worker"),
@@ -366,6 +374,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         arg_resolver=pre_execution_arg_resolver,
         resilience=resilience_strategy,
         scheduler=scheduler,
+        codec=payload_codec,
     )
 
 

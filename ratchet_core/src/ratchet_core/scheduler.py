@@ -42,6 +42,7 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
@@ -71,6 +72,7 @@ class SchedulerService:
         cluster: ClusterCoordinator,
         node_identity: NodeIdentityProvider,
         metrics: MetricsCollector,
+        codec: PayloadCodec | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -81,6 +83,8 @@ class SchedulerService:
         self._cluster = cluster
         self._node_identity = node_identity
         self._metrics = metrics
+        self.codec = codec if codec is not None else PayloadCodec.disabled()
+        """Seals payloads of encrypted jobs and opens stored values (``ratchet_core.codec``)."""
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
@@ -199,12 +203,16 @@ class SchedulerService:
         max_retries = (
             options.max_retries if options.max_retries is not None else self._default_max_retries
         )
+        job_id = uuid7()
+        payload = encode_invocation(invocation)
+        if options.encrypted or self.codec.encrypt_all:
+            payload = self.codec.seal_payload(payload, job_id)
         return JobEntity(
-            id=uuid7(),
+            id=job_id,
             status=JobStatus.PENDING,
             priority=options.priority,
             target=invocation.target,
-            payload=encode_invocation(invocation),
+            payload=payload,
             scheduled_at=scheduled,
             created_at=now,
             updated_at=now,
@@ -297,19 +305,22 @@ class SchedulerService:
 
     def result(self, job_id: UUID) -> JobResult:
         """The job's status, stored return value (decoded JSON, not restored to a class), error
-        and finish time. ``JobNotFoundError`` for an unknown id."""
+        and finish time, decrypted for an encrypted job. ``JobNotFoundError`` for an unknown id;
+        ``EncryptionError`` (``EncryptionIntegrityError`` for a value moved or altered) when an
+        encrypted value cannot be opened."""
         job = self._require(job_id)
         value: Any = None
-        if job.result:
+        text = self.codec.open_result(job)
+        if text:
             try:
-                value = json.loads(job.result)
+                value = json.loads(text)
             except ValueError:
-                value = job.result
+                value = text
         return JobResult(
             job_id=job.id,
             status=job.status,
             value=value,
-            error=job.last_error if job.status is not JobStatus.SUCCEEDED else None,
+            error=self.codec.open_error(job) if job.status is not JobStatus.SUCCEEDED else None,
             finished_at=job.finished_at,
         )
 

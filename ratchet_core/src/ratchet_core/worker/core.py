@@ -44,6 +44,7 @@ from ratchet_api.errors import (
     CircuitBreakerOpenError,
     ClassNotAllowedError,
     ConfigurationError,
+    EncryptionError,
     InvalidTargetError,
     PayloadError,
     SchedulerStoppedError,
@@ -88,8 +89,9 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
-from ratchet_core.payload import decode_backoff, decode_invocation
+from ratchet_core.payload import decode_backoff
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
@@ -107,7 +109,7 @@ from ratchet_core.worker.stats import Counters, WorkerStats
 
 _log = logging.getLogger("ratchet.worker")
 
-_REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
+_REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError, EncryptionError)
 """Dispatch-time refusals: the job can never run as stored, so it is not retried."""
 
 _WRITE_TRIES = 4
@@ -204,6 +206,7 @@ class Worker:
         resilience: ResilienceStrategy,
         scheduler: Any = None,
         worker_settings: WorkerSettings | None = None,
+        codec: PayloadCodec | None = None,
     ) -> None:
         if not callable(getattr(resolver, "load", None)) or not callable(
             getattr(resolver, "bind_arguments", None)
@@ -236,6 +239,7 @@ class Worker:
         self._arg_resolver = arg_resolver
         self._resilience = resilience
         self._scheduler = scheduler
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
 
@@ -694,7 +698,7 @@ class Worker:
                 "after the previous attempt's worker stopped; not run again"
             )
         try:
-            invocation = decode_invocation(entity.payload, entity.id)
+            invocation = self._codec.open_invocation(entity)
             loaded = self._resolver.load(invocation)
         except TargetNotImportableError as exc:
             return exc
@@ -774,7 +778,7 @@ class Worker:
             job_id=entity.id,
             attempt=entity.attempt,
             claim_seq=entity.claim_seq,
-            extension_store=self._extension,
+            extension_store=self._codec.state_store(entity, self._extension),
             serializer=self._serializer,
         )
         return ctx, lazy
@@ -853,6 +857,7 @@ class Worker:
         entity = job.entity
         try:
             serialized = self._results.serialize(entity.id, result)
+            stored_result = self._codec.seal_result(entity, serialized.json)
         except Exception as exc:  # noqa: BLE001 - an unstorable result fails the attempt
             self._finish_failure(job, exc, lazy)
             return
@@ -875,7 +880,7 @@ class Worker:
         assert self._batcher is not None
         self._batcher.add(
             PendingCompletion(
-                Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=serialized.json),
+                Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=stored_result),
                 record,
                 job,
             )
@@ -936,6 +941,7 @@ class Worker:
     ) -> None:
         """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim."""
         entity = job.entity
+        message = self._codec.seal_error(entity, message)
         if delay is not None:
             run_at = self._now() + delay
             applied = self._write(
