@@ -22,6 +22,7 @@ from ratchet_tck.memory._capabilities import (
     WorkflowConditionMixin,
 )
 from ratchet_tck.memory._core import CoreMemoryStore
+from ratchet_tck.memory._sealed import SealedValueMixin
 
 
 class InMemoryJobStore(
@@ -36,6 +37,7 @@ class InMemoryJobStore(
     AnalyticsMixin,
     AuditMixin,
     ExtensionMixin,
+    SealedValueMixin,
 ):
     """Every mandatory protocol and every capability, kept in process memory."""
 
