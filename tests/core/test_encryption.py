@@ -192,3 +192,24 @@ def test_bad_key_ids_and_modes_are_configuration_errors() -> None:
         DefaultRatchetConfig.from_dict({"encryption.keys": f"a$b:{_b64()}"}).get(ENCRYPTION_KEYS)
     with pytest.raises(ConfigurationError, match="opt_in"):
         DefaultRatchetConfig.from_dict({"encryption.mode": "sometimes"}).get(ENCRYPTION_MODE)
+
+
+def test_wrapped_keys_unwrap_once_and_refuse_a_relabelled_key() -> None:
+    from ratchet_api.spi import WrappedKeyProvider
+    from ratchet_core.keys import LocalKeyWrapper, UnwrappingKeyProvider
+
+    wrapper = LocalKeyWrapper(os.urandom(32))
+    data = os.urandom(32)
+    wrapped = wrapper.wrap("k1", data)
+    assert data not in wrapped
+    provider = UnwrappingKeyProvider(wrapper, {"k1": wrapped, "k0": wrapper.wrap("k0", data)}, "k1")
+    assert isinstance(provider, WrappedKeyProvider)
+    assert provider.current_key().material == data
+    relabelled = UnwrappingKeyProvider(wrapper, {"k2": wrapped})
+    with pytest.raises(EncryptionError, match="does not unwrap"):
+        relabelled.current_key()
+    other = UnwrappingKeyProvider(LocalKeyWrapper(os.urandom(32)), {"k1": wrapped})
+    with pytest.raises(EncryptionError, match="does not unwrap"):
+        other.key_by_id("k1")
+    with pytest.raises(EncryptionError, match="unknown encryption key id 'zz'"):
+        provider.key_by_id("zz")

@@ -152,3 +152,45 @@ def test_keys_cli_generates_rotates_ten_thousand_jobs_resumably_and_reports_stat
     scheduler = after.scheduler()
     for index in (0, 4321, 9999):
         assert scheduler.result(ids[index]).value == f"n{index}-result"
+
+
+def test_a_wrapped_key_from_the_cli_encrypts_jobs_through_a_wrapped_key_provider(
+    tmp_path: Path, make_worker: Any
+) -> None:
+    from dependency_injector import providers
+
+    from ratchet_api.priority import Priority
+    from ratchet_api.spi import KeyProvider
+    from ratchet_core.keys import LocalKeyWrapper, UnwrappingKeyProvider
+
+    wrapping = b64()
+    env_name = "RATCHET_TEST_WRAPPING_KEY"
+    os.environ[env_name] = wrapping
+    try:
+        out = ratchet(
+            "keys", "generate", "--id", "dk1", "--wrapping-key-env", env_name, keys="", current=""
+        )
+    finally:
+        del os.environ[env_name]
+    assert out.returncode == 0, out.stderr
+    key_id, wrapped = next(iter(parse_keys_raw(out.stdout.strip()).items()))
+    provider = UnwrappingKeyProvider(LocalKeyWrapper(base64.b64decode(wrapping)), {key_id: wrapped})
+    container = build_container(
+        f"sqlite:///{tmp_path / 'wrapped.db'}", **{"encryption.mode": "all"}
+    )
+    container.alternatives.register(
+        KeyProvider, providers.Object(provider), priority=Priority.APPLICATION
+    )
+    container.build()
+    migrate(container.job_store())
+    job_id = container.scheduler().enqueue(secret_targets.echo_secret, "wrapped-secret")
+    assert read_column(container.job_store(), job_id, "payload").startswith(
+        "$rx$1$AES-256-GCM$dk1$"
+    )
+    make_worker(container).run_until_idle(20)
+    assert container.scheduler().result(job_id).value == "wrapped-secret-result"
+
+
+def parse_keys_raw(text: str) -> dict[str, bytes]:
+    key_id, _, encoded = text.partition(":")
+    return {key_id: base64.b64decode(encoded)}

@@ -7,11 +7,13 @@ An SPI is replaced by registering an alternative with a priority on the Ratchet 
 from ratchet_api.spi.payload import (
     JobInvocationResolver,
     KeyProvider,
+    KeyWrapper,
     LambdaAnalyzer,
     PayloadEncryption,
     PayloadSerializer,
     PreExecutionArgResolver,
     ResultPersistenceStrategy,
+    WrappedKeyProvider,
 )
 from ratchet_api.spi.policies import (
     CircuitBreakerConfigProvider,
@@ -58,6 +60,7 @@ __all__ = [
     "JobLogger",
     "JobLoggerFactory",
     "KeyProvider",
+    "KeyWrapper",
     "LambdaAnalyzer",
     "ManagedBean",
     "MetricsCollector",
@@ -78,4 +81,5 @@ __all__ = [
     "SchedulerLifecycleHook",
     "SignalOutcome",
     "StartupCoordinator",
+    "WrappedKeyProvider",
 ]

@@ -15,6 +15,7 @@ from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.encryption import KEY_BYTES, KEY_ID_PATTERN
+from ratchet_core.keys import LocalKeyWrapper
 from ratchet_core.rotation import SURFACES, RotationReport, key_status, rotate
 
 
@@ -26,13 +27,36 @@ def keys_group() -> None:
 
 @keys_group.command("generate")
 @click.option("--id", "key_id", required=True, help="Id of the new key (letters, digits, . _ -).")
-def generate_key(key_id: str) -> None:
-    """Print a new random 256-bit key as <id>:<base64>, ready for RATCHET_ENCRYPTION_KEYS."""
+@click.option(
+    "--wrapping-key-env",
+    metavar="NAME",
+    default=None,
+    help="Print the key wrapped by the local wrapping key in this environment variable "
+    "(base64 of 32 bytes), for UnwrappingKeyProvider + LocalKeyWrapper.",
+)
+def generate_key(key_id: str, wrapping_key_env: str | None) -> None:
+    """Print a new random 256-bit key as <id>:<base64>, ready for RATCHET_ENCRYPTION_KEYS (or
+    wrapped, with --wrapping-key-env)."""
     if not KEY_ID_PATTERN.match(key_id):
         raise click.BadParameter(
             f"{key_id!r}: use 1 to 64 letters, digits, '.', '_' or '-'", param_hint="--id"
         )
-    material = base64.b64encode(os.urandom(KEY_BYTES)).decode("ascii")
+    data_key = os.urandom(KEY_BYTES)
+    if wrapping_key_env is not None:
+        encoded = os.environ.get(wrapping_key_env)
+        if not encoded:
+            raise click.BadParameter(
+                f"environment variable {wrapping_key_env} is not set",
+                param_hint="--wrapping-key-env",
+            )
+        try:
+            wrapper = LocalKeyWrapper(base64.b64decode(encoded, validate=True))
+        except (ValueError, EncryptionError) as exc:
+            raise click.BadParameter(
+                f"{wrapping_key_env}: {exc}", param_hint="--wrapping-key-env"
+            ) from None
+        data_key = wrapper.wrap(key_id, data_key)
+    material = base64.b64encode(data_key).decode("ascii")
     click.echo(f"{key_id}:{material}")
     click.echo(
         f"add it to encryption.keys and set encryption.current_key_id={key_id} on every node, "
