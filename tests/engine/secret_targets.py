@@ -19,3 +19,8 @@ def fail_with_secret(marker: str) -> None:
 
 def echo_secret(marker: str) -> str:
     return f"{marker}-result"
+
+
+def login(user: str, password: str, profile: dict[str, str], *, iban: str = "") -> dict[str, str]:
+    """Returns a token and the profile (whose ``api_token`` must be masked in read views)."""
+    return {"session_token": f"tok-{password}", "user": user, "iban": iban, **profile}

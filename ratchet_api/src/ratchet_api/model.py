@@ -335,6 +335,34 @@ class MaskingContext:
 
 
 @attrs.frozen(kw_only=True)
+class JobDetail:
+    """The readable view of one job (``JobScheduler.detail``): arguments, result and error
+    decoded and, for an encrypted job, decrypted; sensitive fields masked when payload masking
+    is on (``masked``). ``unreadable`` explains a value that could not be opened (wrong or
+    missing key, integrity violation): the corresponding fields are then None."""
+
+    id: UUID
+    status: JobStatus
+    target: str
+    priority: JobPriority
+    attempt: int
+    max_retries: int
+    tags: tuple[str, ...] = ()
+    scheduled_at: datetime = attrs.field(validator=_utc_validator)
+    created_at: datetime = attrs.field(validator=_utc_validator)
+    started_at: datetime | None = attrs.field(default=None, validator=_utc_validator)
+    finished_at: datetime | None = attrs.field(default=None, validator=_utc_validator)
+    args: tuple[Any, ...] | None = None
+    kwargs: Mapping[str, Any] | None = None
+    result: Any = None
+    error: str | None = None
+    properties: Mapping[str, str] = attrs.field(factory=dict)
+    encrypted: bool = False
+    masked: bool = False
+    unreadable: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class VersionedState:
     """Per-job, per-namespace JSON state with its CAS version (0 after init)."""
 
@@ -495,6 +523,7 @@ __all__ = [
     "EncryptionSurface",
     "ExceptionFamily",
     "ExecutionKind",
+    "JobDetail",
     "JobInvocation",
     "JobLoggerContext",
     "JobPriority",

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobResult
+from ratchet_api.model import BackoffPolicy, JobDetail, JobInvocation, JobPriority, JobResult
 from ratchet_api.spi.runtime import JobLogger
 from ratchet_api.store.entities import JobEntity, JobQuery
 
@@ -88,6 +88,10 @@ class JobBuilder(Protocol):
         """Write the job inside the caller's open transaction (see ``JobScheduler``)."""
         ...
 
+    def property(self, name: str, value: str) -> JobBuilder:
+        """A write-once, plaintext job property (stored through ``JobExtensionStore``)."""
+        ...
+
     def encrypted(self) -> JobBuilder:
         """Encrypt this job's arguments, result, stored errors and state at rest.
         ``InvalidJobError`` when encryption is not configured."""
@@ -147,6 +151,11 @@ class JobScheduler(Protocol):
     def get(self, job_id: UUID) -> JobEntity | None: ...
 
     def result(self, job_id: UUID) -> JobResult: ...
+
+    def detail(self, job_id: UUID) -> JobDetail | None:
+        """The readable view of a job: decrypted, with sensitive fields masked when payload
+        masking is on; None for an unknown id."""
+        ...
 
     def search(self, query: JobQuery) -> list[JobEntity]: ...
 

@@ -30,6 +30,7 @@ import attrs
 from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
+from ratchet_core.properties import check_property
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
@@ -51,6 +52,7 @@ class JobOptions:
     delay: timedelta | None = None
     transaction: object | None = None
     encrypted: bool = False
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 def _bad(option: str, message: str) -> InvalidJobError:
@@ -224,6 +226,14 @@ class DefaultJobBuilder:
         docs/security.md). ``InvalidJobError`` when no encryption keys are configured."""
         self._scheduler.codec.require_available("encrypted")
         self._options.encrypted = True
+        return self
+
+    def property(self, name: str, value: str) -> DefaultJobBuilder:
+        """A write-once, plaintext, indexed property of the job (for queries and the masking
+        policy, e.g. ``.property("ratchet.mask_fields", "iban")``). Needs the store's
+        ``JobExtensionStore`` capability."""
+        prop = check_property(self._scheduler.store, self._options.properties, name, value)
+        self._options.properties = (*self._options.properties, prop)
         return self
 
     def enqueue(self) -> UUID:

@@ -349,6 +349,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         node_identity=node_identity_provider,
         metrics=metrics_collector,
         codec=payload_codec,
+        masking_policy=payload_masking_policy,
     )
     worker = providers.Factory(
         lazy("ratchet_core.worker.Worker"),

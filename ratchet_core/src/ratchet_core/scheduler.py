@@ -27,9 +27,16 @@ from ratchet_api.errors import (
     UnsupportedCapabilityError,
 )
 from ratchet_api.ids import uuid7
-from ratchet_api.model import JobInvocation, JobPriority, JobResult, JobStatus, utc_now
+from ratchet_api.model import (
+    JobDetail,
+    JobInvocation,
+    JobPriority,
+    JobResult,
+    JobStatus,
+    utc_now,
+)
 from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
-from ratchet_api.spi.policies import ClassPolicy
+from ratchet_api.spi.policies import ClassPolicy, PayloadMaskingPolicy
 from ratchet_api.spi.runtime import (
     AfterCommitRegistrar,
     AfterCommitResult,
@@ -44,8 +51,12 @@ from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
+from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
+from ratchet_core.detail import JobDetailReader
 from ratchet_core.invocation import DefaultJobInvocationResolver
+from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.properties import put_properties
 
 DEFAULT_MAX_RETRIES = register_key(
     RatchetConfigKey(
@@ -73,6 +84,7 @@ class SchedulerService:
         node_identity: NodeIdentityProvider,
         metrics: MetricsCollector,
         codec: PayloadCodec | None = None,
+        masking_policy: PayloadMaskingPolicy | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -85,6 +97,14 @@ class SchedulerService:
         self._metrics = metrics
         self.codec = codec if codec is not None else PayloadCodec.disabled()
         """Seals payloads of encrypted jobs and opens stored values (``ratchet_core.codec``)."""
+        self.details = JobDetailReader(
+            store,
+            self.codec,
+            PayloadMasker(
+                masking_policy or DefaultPayloadMaskingPolicy(), enabled=settings.get(MASK_PAYLOADS)
+            ),
+        )
+        """The readable, masked views of ``detail()`` and the CLI (``ratchet_core.detail``)."""
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
@@ -225,10 +245,13 @@ class SchedulerService:
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         job = self._entity(invocation, options, utc_now())
-        stored = self._store_for(options.transaction).insert_job(job)
+        store = self._store_for(options.transaction)
+        stored = store.insert_job(job)
         if stored.id != job.id:
             # the idempotency key was used before: the first job stands, nothing was written
             return stored.id
+        if options.properties:
+            put_properties(store, job.id, options.properties)
         self._after_write(options, job)
         return job.id
 
@@ -323,6 +346,13 @@ class SchedulerService:
             error=self.codec.open_error(job) if job.status is not JobStatus.SUCCEEDED else None,
             finished_at=job.finished_at,
         )
+
+    def detail(self, job_id: UUID) -> JobDetail | None:
+        """The readable view of a job (see ``ratchet_core.detail``): arguments, result and
+        error decrypted for an encrypted job, sensitive fields masked when
+        ``security.mask_payloads`` is on; None for an unknown id."""
+        job = self._store.find_by_id(job_id)
+        return None if job is None else self.details.detail(job)
 
     def search(self, query: JobQuery) -> list[JobEntity]:
         """Jobs matching ``query`` (needs the store's ``JobQueryStore`` capability)."""

@@ -17,7 +17,7 @@ from ratchet_store_mongo.errors import translated
 _JOB_COLUMNS = ("payload", "result", "last_error")
 
 
-class SealedValueMixin(MongoBase):
+class MongoSealedValueMixin(MongoBase):
     @translated("scan_values")
     def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
         if limit < 1:
@@ -74,4 +74,4 @@ def _replacement(value: StoredValue, new_text: str) -> UpdateOne:
     )
 
 
-__all__ = ["SealedValueMixin"]
+__all__ = ["MongoSealedValueMixin"]

@@ -15,7 +15,7 @@ from ratchet_tck.memory._core import CoreMemoryStore
 _JOB_COLUMNS = ("payload", "result", "last_error")
 
 
-class SealedValueMixin(CoreMemoryStore):
+class MemorySealedValueMixin(CoreMemoryStore):
     def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
         if limit < 1:
             raise StoreDataError("limit", f"must be at least 1, got {limit}")
@@ -62,4 +62,4 @@ class SealedValueMixin(CoreMemoryStore):
         return True
 
 
-__all__ = ["SealedValueMixin"]
+__all__ = ["MemorySealedValueMixin"]
