@@ -178,6 +178,18 @@ class EncryptionVersionSkewError(EncryptionError):
         self.supported = supported
 
 
+class JobAuthorizationError(RatchetError, PermissionError):
+    """The ``JobAuthorizationPolicy`` refused to create or to execute a job. A refused create
+    stores nothing; a refused execution dead-letters the job without running it. ``.target``
+    names the job target and ``.reason`` the policy's reason."""
+
+    def __init__(self, target: str, reason: str, *, stage: str = "create") -> None:
+        super().__init__(f"job authorization refused to {stage} {target}: {reason}")
+        self.target = target
+        self.reason = reason
+        self.stage = stage
+
+
 class SchedulerStoppedError(RatchetError, RuntimeError):
     """The scheduler or worker is not running."""
 
@@ -193,6 +205,7 @@ __all__ = [
     "EncryptionIntegrityError",
     "EncryptionVersionSkewError",
     "InvalidJobError",
+    "JobAuthorizationError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
     "TargetNotImportableError",

@@ -363,6 +363,26 @@ class JobDetail:
 
 
 @attrs.frozen(kw_only=True)
+class JobAuthorizationRequest:
+    """What a ``JobAuthorizationPolicy`` decides on: the job about to be created (``job_id`` is
+    the id it will get) or about to run. ``invocation`` carries the (decrypted) arguments;
+    ``properties`` the job's properties (set on the builder at create time, read from the
+    store at dispatch)."""
+
+    job_id: UUID
+    invocation: JobInvocation
+    tags: tuple[str, ...] = ()
+    properties: Mapping[str, str] = attrs.field(factory=dict)
+    priority: JobPriority = JobPriority.NORMAL
+    execution_target: str | None = None
+    job_type: JobType = JobType.STANDARD
+
+    @property
+    def target(self) -> str:
+        return self.invocation.target
+
+
+@attrs.frozen(kw_only=True)
 class VersionedState:
     """Per-job, per-namespace JSON state with its CAS version (0 after init)."""
 
@@ -523,6 +543,7 @@ __all__ = [
     "EncryptionSurface",
     "ExceptionFamily",
     "ExecutionKind",
+    "JobAuthorizationRequest",
     "JobDetail",
     "JobInvocation",
     "JobLoggerContext",

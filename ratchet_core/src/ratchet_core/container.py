@@ -32,6 +32,7 @@ from ratchet_api.spi import (
     ErrorSanitizer,
     ExecutionTuningProvider,
     ExecutorProvider,
+    JobAuthorizationPolicy,
     JobInvocationResolver,
     JobLoggerFactory,
     KeyProvider,
@@ -119,6 +120,7 @@ SPI_BINDINGS: tuple[SpiBinding, ...] = (
     SpiBinding(ClassPolicy, "class_policy"),
     SpiBinding(ErrorSanitizer, "error_sanitizer"),
     SpiBinding(PayloadMaskingPolicy, "payload_masking_policy"),
+    SpiBinding(JobAuthorizationPolicy, "job_authorization_policy"),
     SpiBinding(PayloadEncryption, "payload_encryption"),
     SpiBinding(KeyProvider, "key_provider"),
     SpiBinding(PayloadSerializer, "payload_serializer"),
@@ -261,6 +263,9 @@ class RatchetContainer(containers.DeclarativeContainer):
     payload_masking_policy = providers.Singleton(
         lazy("ratchet_core.defaults.security.DefaultPayloadMaskingPolicy")
     )
+    job_authorization_policy = providers.Singleton(
+        lazy("ratchet_core.authorization.AllowAllJobAuthorizationPolicy")
+    )
     payload_encryption = providers.Singleton(
         lazy("ratchet_core.codec.create_payload_encryption"), settings=settings
     )
@@ -350,6 +355,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         metrics=metrics_collector,
         codec=payload_codec,
         masking_policy=payload_masking_policy,
+        authorization=job_authorization_policy,
     )
     worker = providers.Factory(
         lazy("ratchet_core.worker.Worker"),
@@ -376,6 +382,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         resilience=resilience_strategy,
         scheduler=scheduler,
         codec=payload_codec,
+        authorization=job_authorization_policy,
     )
 
 

@@ -28,6 +28,7 @@ from ratchet_api.errors import (
 )
 from ratchet_api.ids import uuid7
 from ratchet_api.model import (
+    JobAuthorizationRequest,
     JobDetail,
     JobInvocation,
     JobPriority,
@@ -36,7 +37,7 @@ from ratchet_api.model import (
     utc_now,
 )
 from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
-from ratchet_api.spi.policies import ClassPolicy, PayloadMaskingPolicy
+from ratchet_api.spi.policies import ClassPolicy, JobAuthorizationPolicy, PayloadMaskingPolicy
 from ratchet_api.spi.runtime import (
     AfterCommitRegistrar,
     AfterCommitResult,
@@ -48,6 +49,7 @@ from ratchet_api.spi.runtime import (
 )
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
+from ratchet_core.authorization import effective_policy
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
@@ -85,6 +87,7 @@ class SchedulerService:
         metrics: MetricsCollector,
         codec: PayloadCodec | None = None,
         masking_policy: PayloadMaskingPolicy | None = None,
+        authorization: JobAuthorizationPolicy | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -105,6 +108,7 @@ class SchedulerService:
             ),
         )
         """The readable, masked views of ``detail()`` and the CLI (``ratchet_core.detail``)."""
+        self._authorization = effective_policy(authorization)
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
@@ -224,6 +228,17 @@ class SchedulerService:
             options.max_retries if options.max_retries is not None else self._default_max_retries
         )
         job_id = uuid7()
+        if self._authorization is not None:
+            self._authorization.check_create(
+                JobAuthorizationRequest(
+                    job_id=job_id,
+                    invocation=invocation,
+                    tags=options.tags,
+                    properties=dict(options.properties),
+                    priority=options.priority,
+                    execution_target=options.execution_target,
+                )
+            )
         payload = encode_invocation(invocation)
         if options.encrypted or self.codec.encrypt_all:
             payload = self.codec.seal_payload(payload, job_id)

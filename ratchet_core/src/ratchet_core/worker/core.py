@@ -46,6 +46,7 @@ from ratchet_api.errors import (
     ConfigurationError,
     EncryptionError,
     InvalidTargetError,
+    JobAuthorizationError,
     PayloadError,
     SchedulerStoppedError,
     StoreError,
@@ -66,6 +67,7 @@ from ratchet_api.spi import (
     ErrorSanitizer,
     ExecutionTuningProvider,
     ExecutorProvider,
+    JobAuthorizationPolicy,
     JobInvocationResolver,
     JobLogger,
     JobLoggerFactory,
@@ -89,6 +91,7 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
+from ratchet_core.authorization import authorization_request, effective_policy
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
 from ratchet_core.payload import decode_backoff
@@ -109,7 +112,13 @@ from ratchet_core.worker.stats import Counters, WorkerStats
 
 _log = logging.getLogger("ratchet.worker")
 
-_REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError, EncryptionError)
+_REFUSED = (
+    InvalidTargetError,
+    ClassNotAllowedError,
+    PayloadError,
+    EncryptionError,
+    JobAuthorizationError,
+)
 """Dispatch-time refusals: the job can never run as stored, so it is not retried."""
 
 _WRITE_TRIES = 4
@@ -207,6 +216,7 @@ class Worker:
         scheduler: Any = None,
         worker_settings: WorkerSettings | None = None,
         codec: PayloadCodec | None = None,
+        authorization: JobAuthorizationPolicy | None = None,
     ) -> None:
         if not callable(getattr(resolver, "load", None)) or not callable(
             getattr(resolver, "bind_arguments", None)
@@ -240,6 +250,7 @@ class Worker:
         self._resilience = resilience
         self._scheduler = scheduler
         self._codec = codec if codec is not None else PayloadCodec.disabled()
+        self._authorization = effective_policy(authorization)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         s = self.settings
 
@@ -699,6 +710,10 @@ class Worker:
             )
         try:
             invocation = self._codec.open_invocation(entity)
+            if self._authorization is not None:
+                self._authorization.check_execute(
+                    authorization_request(entity, invocation, self._extension)
+                )
             loaded = self._resolver.load(invocation)
         except TargetNotImportableError as exc:
             return exc
