@@ -48,7 +48,7 @@ from ratchet_api.model import (
     VersionedState,
 )
 from ratchet_api.priority import Priority
-from ratchet_api.scheduler import JobBuilder, JobContext, JobScheduler
+from ratchet_api.scheduler import InvocationSubmissionService, JobBuilder, JobContext, JobScheduler
 
 __version__ = "0.1.0"
 
@@ -70,6 +70,7 @@ __all__ = [
     "JobAuthorizationError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
+    "InvocationSubmissionService",
     "JobBuilder",
     "JobContext",
     "JobAuthorizationRequest",

@@ -168,4 +168,41 @@ class JobScheduler(Protocol):
     def resume(self, job_id: UUID) -> bool: ...
 
 
-__all__ = ["JobBuilder", "JobContext", "JobScheduler"]
+@runtime_checkable
+class InvocationSubmissionService(Protocol):
+    """Submission seam for trusted extensions that build ``JobInvocation``s themselves (block
+    names, workflow definitions) instead of passing a callable. Every submission converges on
+    the creation path of the public builders: the same validation (import, allowlist,
+    signature, every argument restorable from its hint), idempotency, tags, properties,
+    encryption, ``JobAuthorizationPolicy.check_create`` and wake-ups; the worker re-applies the
+    dispatch checks and ``check_execute``. Trusted by convention, not a security barrier: an
+    extension that accepts external input must validate and authorize it before building the
+    invocation. Thread safe.
+
+    Methods whose engine feature is absent raise ``UnsupportedCapabilityError`` naming it."""
+
+    def enqueue_invocation(self, invocation: JobInvocation) -> JobBuilder:
+        """A builder for a job running ``invocation`` as soon as possible (the options of
+        ``JobBuilder``; its ``args``/``kwargs`` are refused: the invocation carries them)."""
+        ...
+
+    def schedule_invocation(
+        self, delay: timedelta | float, invocation: JobInvocation
+    ) -> JobBuilder:
+        """``enqueue_invocation`` with a delay (seconds or a timedelta) already set."""
+        ...
+
+    def enqueue_invocation_batch(self, name: str) -> Any:
+        """A batch builder over invocations (needs the batch engine)."""
+        ...
+
+    def invocation_streaming_batch(self, name: str) -> Any:
+        """A streaming batch builder over invocations (needs the batch engine)."""
+        ...
+
+    def invocation_condition(self, invocation: JobInvocation) -> Any:
+        """A CUSTOM workflow condition evaluated by ``invocation`` (needs workflows)."""
+        ...
+
+
+__all__ = ["InvocationSubmissionService", "JobBuilder", "JobContext", "JobScheduler"]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 from dependency_injector import containers, providers
 
-from ratchet_api.scheduler import JobScheduler
+from ratchet_api.scheduler import InvocationSubmissionService, JobScheduler
 from ratchet_api.spi import (
     AfterCommitRegistrar,
     BeanResolver,
@@ -142,6 +142,7 @@ SPI_BINDINGS: tuple[SpiBinding, ...] = (
     SpiBinding(SchedulerLifecycleHook, "lifecycle_hooks", multi=True),
     SpiBinding(JobStore, "job_store"),
     SpiBinding(JobScheduler, "scheduler"),
+    SpiBinding(InvocationSubmissionService, "invocation_submission_service"),
 )
 """Every SPI the container binds, in display order."""
 
@@ -356,6 +357,9 @@ class RatchetContainer(containers.DeclarativeContainer):
         codec=payload_codec,
         masking_policy=payload_masking_policy,
         authorization=job_authorization_policy,
+    )
+    invocation_submission_service = providers.Singleton(
+        lazy("ratchet_core.submission.DefaultInvocationSubmissionService"), scheduler=scheduler
     )
     worker = providers.Factory(
         lazy("ratchet_core.worker.Worker"),
