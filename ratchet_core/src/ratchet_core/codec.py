@@ -202,12 +202,7 @@ class PayloadCodec:
             job_id=job_id, surface=surface, key_id=key.key_id, namespace=namespace
         )
         body = self._writer.encrypt(text.encode("utf-8"), key, ctx)
-        return envelope.Envelope(
-            version=envelope.FORMAT_VERSION,
-            algorithm_id=self._writer.algorithm_id(),
-            key_id=key.key_id,
-            body=body,
-        ).to_text()
+        return envelope.format_envelope(self._writer.algorithm_id(), key.key_id, body)
 
     def open(self, text: str, job_id: UUID, surface: EncryptionSurface, namespace: str = "") -> str:
         """The plaintext of ``text`` (returned unchanged when it is not an envelope).

@@ -187,10 +187,13 @@ class XChaCha20Poly1305PayloadEncryption:
 
 class SettingsKeyProvider:
     """Keys from configuration, read when first asked (so a deployment without encryption
-    needs no keys)."""
+    needs no keys). Configuration does not change while a process runs, so the answers are
+    memoized (the hot path of every sealed value)."""
 
     def __init__(self, settings: RatchetConfig) -> None:
         self._settings = settings
+        self._current: EncryptionKey | None = None
+        self._by_id: dict[str, EncryptionKey] = {}
 
     def _keys(self) -> dict[str, bytes]:
         keys = self._settings.get(ENCRYPTION_KEYS)
@@ -202,6 +205,11 @@ class SettingsKeyProvider:
         return keys
 
     def current_key(self) -> EncryptionKey:
+        if self._current is None:
+            self._current = self._resolve_current()
+        return self._current
+
+    def _resolve_current(self) -> EncryptionKey:
         keys = self._keys()
         key_id = self._settings.get(ENCRYPTION_CURRENT_KEY_ID)
         if key_id is None:
@@ -220,13 +228,18 @@ class SettingsKeyProvider:
         return EncryptionKey(key_id=key_id, material=keys[key_id], algorithm=ALGORITHM)
 
     def key_by_id(self, key_id: str) -> EncryptionKey:
+        key = self._by_id.get(key_id)
+        if key is not None:
+            return key
         keys = self._keys()
         if key_id not in keys:
             raise EncryptionError(
                 f"unknown encryption key id {key_id!r}; configured: {', '.join(keys)}. Keep "
                 "retired keys in encryption.keys while values written with them exist"
             )
-        return EncryptionKey(key_id=key_id, material=keys[key_id], algorithm=ALGORITHM)
+        key = EncryptionKey(key_id=key_id, material=keys[key_id], algorithm=ALGORITHM)
+        self._by_id[key_id] = key
+        return key
 
 
 __all__ = [

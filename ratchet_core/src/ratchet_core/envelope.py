@@ -42,6 +42,13 @@ class Envelope:
         return f"{PREFIX}{self.version}${self.algorithm_id}${self.key_id}${encoded}"
 
 
+def format_envelope(algorithm_id: str, key_id: str, body: bytes) -> str:
+    """The current-version envelope text of ``body`` (``Envelope(...).to_text()`` without the
+    intermediate object: this runs once per sealed value)."""
+    encoded = base64.urlsafe_b64encode(body).rstrip(b"=").decode("ascii")
+    return f"{PREFIX}{FORMAT_VERSION}${algorithm_id}${key_id}${encoded}"
+
+
 def is_envelope(text: str | None) -> bool:
     """True when ``text`` is an encrypted value (cheap: a prefix test)."""
     return text is not None and text.startswith(PREFIX)
@@ -78,6 +85,7 @@ __all__ = [
     "PREFIX",
     "Envelope",
     "MalformedEnvelopeError",
+    "format_envelope",
     "is_envelope",
     "key_id_of",
     "parse",
