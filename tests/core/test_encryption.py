@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+from typing import Any
 
 import pytest
 
 from ratchet_api.errors import ConfigurationError, EncryptionError
 from ratchet_api.model import EncryptionContext, EncryptionKey, EncryptionSurface
 from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.encryption import AesGcmPayloadEncryption, SettingsKeyProvider
+from ratchet_core.encryption import ENCRYPTION_KEYS, AesGcmPayloadEncryption, SettingsKeyProvider
 
 engine = AesGcmPayloadEncryption()
 KEY = EncryptionKey(key_id="k1", material=os.urandom(32))
@@ -116,3 +117,99 @@ def test_malformed_keys_name_the_configuration_key(raw: str, message: str) -> No
     with pytest.raises(ConfigurationError, match=r"encryption\.keys") as info:
         keys({"encryption.keys": raw}).current_key()
     assert message in str(info.value)
+
+
+# ---------------------------------------------------------------- envelopes, codec, XChaCha
+
+
+def _codec(keys: str, current: str | None = None, **extra: str) -> Any:
+    from ratchet_core.codec import PayloadCodec, create_payload_encryption
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+
+    values: dict[str, str] = {"encryption.keys": keys, **extra}
+    if current:
+        values["encryption.current_key_id"] = current
+    settings = DefaultRatchetConfig.from_dict(values)
+    return PayloadCodec.from_settings(
+        settings,
+        create_payload_encryption(settings),
+        SettingsKeyProvider(settings),
+        NoOpMetricsCollector(),
+    )
+
+
+def _b64() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+def test_xchacha_round_trip_and_binding() -> None:
+    from ratchet_core.encryption import XChaCha20Poly1305PayloadEncryption
+
+    xchacha = XChaCha20Poly1305PayloadEncryption()
+    body = xchacha.encrypt(b"secret", KEY, ctx())
+    assert len(body) == 24 + len(b"secret") + 16
+    assert xchacha.decrypt(body, KEY, ctx()) == b"secret"
+    with pytest.raises(EncryptionError, match="failed authentication"):
+        xchacha.decrypt(body, KEY, ctx(job_id=uuid.uuid4()))
+
+
+def test_envelope_names_version_algorithm_and_key() -> None:
+    from ratchet_core import envelope
+
+    codec = _codec(f"k1:{_b64()}", **{"encryption.algorithm": "xchacha20-poly1305"})
+    sealed = codec.seal("{}", JOB, EncryptionSurface.RESULT)
+    parsed = envelope.parse(sealed)
+    assert (parsed.version, parsed.algorithm_id, parsed.key_id) == (1, "XCHACHA20-POLY1305", "k1")
+    assert sealed.startswith("$rx$1$XCHACHA20-POLY1305$k1$")
+    assert codec.open(sealed, JOB, EncryptionSurface.RESULT) == "{}"
+
+
+def test_values_written_under_an_old_key_stay_readable_after_rotation() -> None:
+    old, new = _b64(), _b64()
+    before = _codec(f"old:{old}")
+    sealed = before.seal("payload", JOB, EncryptionSurface.PAYLOAD)
+    after = _codec(f"old:{old},new:{new}", current="new")
+    assert after.open(sealed, JOB, EncryptionSurface.PAYLOAD) == "payload"
+    assert after.seal("x", JOB, EncryptionSurface.PAYLOAD).split("$")[4] == "new"
+    retired = _codec(f"new:{new}")
+    with pytest.raises(EncryptionError, match="unknown encryption key id 'old'"):
+        retired.open(sealed, JOB, EncryptionSurface.PAYLOAD)
+
+
+def test_plaintext_passes_through_and_garbage_envelopes_are_violations() -> None:
+    from ratchet_api.errors import EncryptionIntegrityError
+
+    codec = _codec(f"k1:{_b64()}")
+    assert codec.open('{"v":1}', JOB, EncryptionSurface.PAYLOAD) == '{"v":1}'
+    with pytest.raises(EncryptionIntegrityError, match="not a well-formed envelope"):
+        codec.open("$rx$1$AES-256-GCM$k1", JOB, EncryptionSurface.PAYLOAD)
+
+
+def test_bad_key_ids_and_modes_are_configuration_errors() -> None:
+    from ratchet_core.codec import ENCRYPTION_MODE
+
+    with pytest.raises(ConfigurationError, match="key id"):
+        DefaultRatchetConfig.from_dict({"encryption.keys": f"a$b:{_b64()}"}).get(ENCRYPTION_KEYS)
+    with pytest.raises(ConfigurationError, match="opt_in"):
+        DefaultRatchetConfig.from_dict({"encryption.mode": "sometimes"}).get(ENCRYPTION_MODE)
+
+
+def test_wrapped_keys_unwrap_once_and_refuse_a_relabelled_key() -> None:
+    from ratchet_api.spi import WrappedKeyProvider
+    from ratchet_core.keys import LocalKeyWrapper, UnwrappingKeyProvider
+
+    wrapper = LocalKeyWrapper(os.urandom(32))
+    data = os.urandom(32)
+    wrapped = wrapper.wrap("k1", data)
+    assert data not in wrapped
+    provider = UnwrappingKeyProvider(wrapper, {"k1": wrapped, "k0": wrapper.wrap("k0", data)}, "k1")
+    assert isinstance(provider, WrappedKeyProvider)
+    assert provider.current_key().material == data
+    relabelled = UnwrappingKeyProvider(wrapper, {"k2": wrapped})
+    with pytest.raises(EncryptionError, match="does not unwrap"):
+        relabelled.current_key()
+    other = UnwrappingKeyProvider(LocalKeyWrapper(os.urandom(32)), {"k1": wrapped})
+    with pytest.raises(EncryptionError, match="does not unwrap"):
+        other.key_by_id("k1")
+    with pytest.raises(EncryptionError, match="unknown encryption key id 'zz'"):
+        provider.key_by_id("zz")

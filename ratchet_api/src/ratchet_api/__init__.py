@@ -11,10 +11,13 @@ from ratchet_api.errors import (
     DeploymentError,
     DuplicateJobError,
     EncryptionError,
+    EncryptionIntegrityError,
+    EncryptionVersionSkewError,
     InvalidJobError,
     InvalidScheduleError,
     InvalidStateTransitionError,
     InvalidTargetError,
+    JobAuthorizationError,
     JobNotFoundError,
     NonConformingAlternativeError,
     PayloadError,
@@ -33,6 +36,8 @@ from ratchet_api.model import (
     CircuitBreakerConfig,
     CircuitBreakerExceptionFilter,
     EncryptionContext,
+    JobAuthorizationRequest,
+    JobDetail,
     JobInvocation,
     JobPriority,
     JobResult,
@@ -45,7 +50,7 @@ from ratchet_api.model import (
     VersionedState,
 )
 from ratchet_api.priority import Priority
-from ratchet_api.scheduler import JobBuilder, JobContext, JobScheduler
+from ratchet_api.scheduler import InvocationSubmissionService, JobBuilder, JobContext, JobScheduler
 
 __version__ = "0.1.0"
 
@@ -61,12 +66,18 @@ __all__ = [
     "DuplicateJobError",
     "EncryptionContext",
     "EncryptionError",
+    "EncryptionIntegrityError",
+    "EncryptionVersionSkewError",
     "InvalidJobError",
     "InvalidScheduleError",
+    "JobAuthorizationError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
+    "InvocationSubmissionService",
     "JobBuilder",
     "JobContext",
+    "JobAuthorizationRequest",
+    "JobDetail",
     "JobInvocation",
     "JobNotFoundError",
     "JobPriority",

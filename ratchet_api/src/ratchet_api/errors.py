@@ -159,7 +159,48 @@ class CircuitBreakerOpenError(RatchetError):
 
 
 class EncryptionError(RatchetError):
-    """Encryption or decryption failed (integrity violation, unknown key id)."""
+    """Encryption or decryption failed (integrity violation, unknown key id, no keys)."""
+
+
+class EncryptionIntegrityError(EncryptionError):
+    """A stored encrypted value failed authentication: it was altered, copied from another job
+    or column, or written under other key material for the same key id. Nothing of it was
+    decrypted. ``.job_id`` and ``.surface`` name the value."""
+
+    def __init__(self, job_id: UUID, surface: str, detail: str) -> None:
+        super().__init__(
+            f"encryption integrity violation: {surface} of job {job_id} {detail}; nothing was "
+            "decrypted (a value moved between rows or columns, or tampered with, is refused)"
+        )
+        self.job_id = job_id
+        self.surface = surface
+
+
+class EncryptionVersionSkewError(EncryptionError):
+    """A stored value uses an envelope format newer than this release reads (a newer Ratchet
+    wrote it). ``.found`` and ``.supported`` are the versions."""
+
+    def __init__(self, job_id: UUID, surface: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"{surface} of job {job_id} is encrypted in envelope format {found}, but this "
+            f"Ratchet reads formats up to {supported}: upgrade ratchet-core on this node"
+        )
+        self.job_id = job_id
+        self.surface = surface
+        self.found = found
+        self.supported = supported
+
+
+class JobAuthorizationError(RatchetError, PermissionError):
+    """The ``JobAuthorizationPolicy`` refused to create or to execute a job. A refused create
+    stores nothing; a refused execution dead-letters the job without running it. ``.target``
+    names the job target and ``.reason`` the policy's reason."""
+
+    def __init__(self, target: str, reason: str, *, stage: str = "create") -> None:
+        super().__init__(f"job authorization refused to {stage} {target}: {reason}")
+        self.target = target
+        self.reason = reason
+        self.stage = stage
 
 
 class SchedulerStoppedError(RatchetError, RuntimeError):
@@ -174,8 +215,11 @@ __all__ = [
     "DeploymentError",
     "DuplicateJobError",
     "EncryptionError",
+    "EncryptionIntegrityError",
+    "EncryptionVersionSkewError",
     "InvalidJobError",
     "InvalidScheduleError",
+    "JobAuthorizationError",
     "InvalidStateTransitionError",
     "InvalidTargetError",
     "TargetNotImportableError",

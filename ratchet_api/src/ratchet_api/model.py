@@ -287,8 +287,13 @@ class EncryptionSurface(enum.StrEnum):
     """Which stored value an encryption call protects; bound into the AAD."""
 
     PAYLOAD = "PAYLOAD"
+    """The stored invocation (target and arguments)."""
     RESULT = "RESULT"
+    """The stored return value."""
     STATE = "STATE"
+    """Versioned per-namespace state (the namespace is part of the context)."""
+    ERROR = "ERROR"
+    """The stored (sanitized) error message of a failed attempt."""
     SIGNAL_PAYLOAD = "SIGNAL_PAYLOAD"
     PREDICATE = "PREDICATE"
 
@@ -327,6 +332,54 @@ class MaskingContext:
 
     job_id: UUID
     job_properties: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class JobDetail:
+    """The readable view of one job (``JobScheduler.detail``): arguments, result and error
+    decoded and, for an encrypted job, decrypted; sensitive fields masked when payload masking
+    is on (``masked``). ``unreadable`` explains a value that could not be opened (wrong or
+    missing key, integrity violation): the corresponding fields are then None."""
+
+    id: UUID
+    status: JobStatus
+    target: str
+    priority: JobPriority
+    attempt: int
+    max_retries: int
+    tags: tuple[str, ...] = ()
+    scheduled_at: datetime = attrs.field(validator=_utc_validator)
+    created_at: datetime = attrs.field(validator=_utc_validator)
+    started_at: datetime | None = attrs.field(default=None, validator=_utc_validator)
+    finished_at: datetime | None = attrs.field(default=None, validator=_utc_validator)
+    args: tuple[Any, ...] | None = None
+    kwargs: Mapping[str, Any] | None = None
+    result: Any = None
+    error: str | None = None
+    properties: Mapping[str, str] = attrs.field(factory=dict)
+    encrypted: bool = False
+    masked: bool = False
+    unreadable: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class JobAuthorizationRequest:
+    """What a ``JobAuthorizationPolicy`` decides on: the job about to be created (``job_id`` is
+    the id it will get) or about to run. ``invocation`` carries the (decrypted) arguments;
+    ``properties`` the job's properties (set on the builder at create time, read from the
+    store at dispatch)."""
+
+    job_id: UUID
+    invocation: JobInvocation
+    tags: tuple[str, ...] = ()
+    properties: Mapping[str, str] = attrs.field(factory=dict)
+    priority: JobPriority = JobPriority.NORMAL
+    execution_target: str | None = None
+    job_type: JobType = JobType.STANDARD
+
+    @property
+    def target(self) -> str:
+        return self.invocation.target
 
 
 @attrs.frozen(kw_only=True)
@@ -499,6 +552,8 @@ __all__ = [
     "EncryptionSurface",
     "ExceptionFamily",
     "ExecutionKind",
+    "JobAuthorizationRequest",
+    "JobDetail",
     "JobInvocation",
     "JobLoggerContext",
     "JobPriority",

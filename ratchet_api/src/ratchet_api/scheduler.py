@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
-from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobResult
+from ratchet_api.model import BackoffPolicy, JobDetail, JobInvocation, JobPriority, JobResult
 from ratchet_api.spi.runtime import JobLogger
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.workflow import Condition, SignalDecision, SignalTimeout
@@ -122,6 +122,15 @@ class JobBuilder(Protocol):
         """The current step waits for a signal (docs/signals.md)."""
         ...
 
+    def property(self, name: str, value: str) -> JobBuilder:
+        """A write-once, plaintext job property (stored through ``JobExtensionStore``)."""
+        ...
+
+    def encrypted(self) -> JobBuilder:
+        """Encrypt this job's arguments, result, stored errors and state at rest.
+        ``InvalidJobError`` when encryption is not configured."""
+        ...
+
     def enqueue(self) -> UUID:
         """Validate and store the job; its id (the first job's id for a reused idempotency
         key). A second call raises ``InvalidJobError``."""
@@ -177,6 +186,11 @@ class JobScheduler(Protocol):
 
     def result(self, job_id: UUID) -> JobResult: ...
 
+    def detail(self, job_id: UUID) -> JobDetail | None:
+        """The readable view of a job: decrypted, with sensitive fields masked when payload
+        masking is on; None for an unknown id."""
+        ...
+
     def search(self, query: JobQuery) -> list[JobEntity]: ...
 
     def cancel(self, job_id: UUID) -> bool: ...
@@ -193,4 +207,41 @@ class JobScheduler(Protocol):
         ...
 
 
-__all__ = ["JobBuilder", "JobContext", "JobScheduler"]
+@runtime_checkable
+class InvocationSubmissionService(Protocol):
+    """Submission seam for trusted extensions that build ``JobInvocation``s themselves (block
+    names, workflow definitions) instead of passing a callable. Every submission converges on
+    the creation path of the public builders: the same validation (import, allowlist,
+    signature, every argument restorable from its hint), idempotency, tags, properties,
+    encryption, ``JobAuthorizationPolicy.check_create`` and wake-ups; the worker re-applies the
+    dispatch checks and ``check_execute``. Trusted by convention, not a security barrier: an
+    extension that accepts external input must validate and authorize it before building the
+    invocation. Thread safe.
+
+    Methods whose engine feature is absent raise ``UnsupportedCapabilityError`` naming it."""
+
+    def enqueue_invocation(self, invocation: JobInvocation) -> JobBuilder:
+        """A builder for a job running ``invocation`` as soon as possible (the options of
+        ``JobBuilder``; its ``args``/``kwargs`` are refused: the invocation carries them)."""
+        ...
+
+    def schedule_invocation(
+        self, delay: timedelta | float, invocation: JobInvocation
+    ) -> JobBuilder:
+        """``enqueue_invocation`` with a delay (seconds or a timedelta) already set."""
+        ...
+
+    def enqueue_invocation_batch(self, name: str) -> Any:
+        """A batch builder over invocations (needs the batch engine)."""
+        ...
+
+    def invocation_streaming_batch(self, name: str) -> Any:
+        """A streaming batch builder over invocations (needs the batch engine)."""
+        ...
+
+    def invocation_condition(self, invocation: JobInvocation) -> Any:
+        """A CUSTOM workflow condition evaluated by ``invocation`` (needs workflows)."""
+        ...
+
+
+__all__ = ["InvocationSubmissionService", "JobBuilder", "JobContext", "JobScheduler"]

@@ -31,6 +31,7 @@ from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH, ConditionKind
 from ratchet_api.workflow import Condition, SignalTimeout
+from ratchet_core.properties import check_property
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
@@ -52,6 +53,8 @@ class JobOptions:
     run_at: datetime | None = None
     delay: timedelta | None = None
     transaction: object | None = None
+    encrypted: bool = False
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 def _bad(option: str, message: str) -> InvalidJobError:
@@ -279,6 +282,21 @@ class DefaultJobBuilder:
         """After ``enqueue``: the ids of every job it created, root first, in declaration
         order (only the existing root's id when its idempotency key was used before)."""
         return list(self._ids)
+
+    def encrypted(self) -> DefaultJobBuilder:
+        """Encrypt this job's arguments, result, errors and state at rest (see
+        docs/security.md). ``InvalidJobError`` when no encryption keys are configured."""
+        self._scheduler.codec.require_available("encrypted")
+        self._options.encrypted = True
+        return self
+
+    def property(self, name: str, value: str) -> DefaultJobBuilder:
+        """A write-once, plaintext, indexed property of the job (for queries and the masking
+        policy, e.g. ``.property("ratchet.mask_fields", "iban")``). Needs the store's
+        ``JobExtensionStore`` capability."""
+        prop = check_property(self._scheduler.store, self._options.properties, name, value)
+        self._options.properties = (*self._options.properties, prop)
+        return self
 
     def enqueue(self) -> UUID:
         """Validate the target and arguments and store the job (and its workflow); returns its

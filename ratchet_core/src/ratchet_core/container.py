@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 from dependency_injector import containers, providers
 
-from ratchet_api.scheduler import JobScheduler
+from ratchet_api.scheduler import InvocationSubmissionService, JobScheduler
 from ratchet_api.spi import (
     AfterCommitRegistrar,
     BeanResolver,
@@ -32,6 +32,7 @@ from ratchet_api.spi import (
     ErrorSanitizer,
     ExecutionTuningProvider,
     ExecutorProvider,
+    JobAuthorizationPolicy,
     JobInvocationResolver,
     JobLoggerFactory,
     KeyProvider,
@@ -120,6 +121,7 @@ SPI_BINDINGS: tuple[SpiBinding, ...] = (
     SpiBinding(ClassPolicy, "class_policy"),
     SpiBinding(ErrorSanitizer, "error_sanitizer"),
     SpiBinding(PayloadMaskingPolicy, "payload_masking_policy"),
+    SpiBinding(JobAuthorizationPolicy, "job_authorization_policy"),
     SpiBinding(PayloadEncryption, "payload_encryption"),
     SpiBinding(KeyProvider, "key_provider"),
     SpiBinding(PayloadSerializer, "payload_serializer"),
@@ -142,6 +144,7 @@ SPI_BINDINGS: tuple[SpiBinding, ...] = (
     SpiBinding(SchedulerLifecycleHook, "lifecycle_hooks", multi=True),
     SpiBinding(JobStore, "job_store"),
     SpiBinding(JobScheduler, "scheduler"),
+    SpiBinding(InvocationSubmissionService, "invocation_submission_service"),
 )
 """Every SPI the container binds, in display order."""
 
@@ -263,11 +266,21 @@ class RatchetContainer(containers.DeclarativeContainer):
     payload_masking_policy = providers.Singleton(
         lazy("ratchet_core.defaults.security.DefaultPayloadMaskingPolicy")
     )
+    job_authorization_policy = providers.Singleton(
+        lazy("ratchet_core.authorization.AllowAllJobAuthorizationPolicy")
+    )
     payload_encryption = providers.Singleton(
-        lazy("ratchet_core.encryption.AesGcmPayloadEncryption")
+        lazy("ratchet_core.codec.create_payload_encryption"), settings=settings
     )
     key_provider = providers.Singleton(
         lazy("ratchet_core.encryption.SettingsKeyProvider"), settings=settings
+    )
+    payload_codec = providers.Singleton(
+        lazy("ratchet_core.codec.PayloadCodec.from_settings"),
+        settings=settings,
+        encryption=payload_encryption,
+        key_provider=key_provider,
+        metrics=metrics_collector,
     )
 
     # ---------------------------------------------------------- payloads
@@ -352,6 +365,12 @@ class RatchetContainer(containers.DeclarativeContainer):
         cluster=cluster_coordinator,
         node_identity=node_identity_provider,
         metrics=metrics_collector,
+        codec=payload_codec,
+        masking_policy=payload_masking_policy,
+        authorization=job_authorization_policy,
+    )
+    invocation_submission_service = providers.Singleton(
+        lazy("ratchet_core.submission.DefaultInvocationSubmissionService"), scheduler=scheduler
     )
     worker = providers.Factory(
         lazy("ratchet_core.worker.Worker"),
@@ -379,6 +398,8 @@ class RatchetContainer(containers.DeclarativeContainer):
         resilience=resilience_strategy,
         breaker_config=circuit_breaker_config_provider,
         scheduler=scheduler,
+        codec=payload_codec,
+        authorization=job_authorization_policy,
     )
 
 

@@ -27,14 +27,22 @@ from ratchet_api.errors import (
     UnsupportedCapabilityError,
 )
 from ratchet_api.ids import uuid7
-from ratchet_api.model import JobInvocation, JobPriority, JobResult, JobStatus, utc_now
+from ratchet_api.model import (
+    JobAuthorizationRequest,
+    JobDetail,
+    JobInvocation,
+    JobPriority,
+    JobResult,
+    JobStatus,
+    utc_now,
+)
 from ratchet_api.spi.payload import (
     BulkJobInvocationResolver,
     JobInvocationResolver,
     PayloadSerializer,
     TargetLoader,
 )
-from ratchet_api.spi.policies import ClassPolicy
+from ratchet_api.spi.policies import ClassPolicy, JobAuthorizationPolicy, PayloadMaskingPolicy
 from ratchet_api.spi.runtime import (
     AfterCommitRegistrar,
     AfterCommitResult,
@@ -47,9 +55,16 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
+from ratchet_core.authorization import effective_policy
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
+from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
+from ratchet_core.detail import JobDetailReader
+from ratchet_core.invocation import DefaultJobInvocationResolver
+from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
 from ratchet_core.workflow.plan import check_condition_invocation
 from ratchet_core.workflow.services import WorkflowServices
@@ -88,6 +103,9 @@ class SchedulerService:
         node_identity: NodeIdentityProvider,
         metrics: MetricsCollector,
         loader: TargetLoader | None = None,
+        codec: PayloadCodec | None = None,
+        masking_policy: PayloadMaskingPolicy | None = None,
+        authorization: JobAuthorizationPolicy | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -100,6 +118,17 @@ class SchedulerService:
         self._cluster = cluster
         self._node_identity = node_identity
         self._metrics = metrics
+        self.codec = codec if codec is not None else PayloadCodec.disabled()
+        """Seals payloads of encrypted jobs and opens stored values (``ratchet_core.codec``)."""
+        self.details = JobDetailReader(
+            store,
+            self.codec,
+            PayloadMasker(
+                masking_policy or DefaultPayloadMaskingPolicy(), enabled=settings.get(MASK_PAYLOADS)
+            ),
+        )
+        """The readable, masked views of ``detail()`` and the CLI (``ratchet_core.detail``)."""
+        self._authorization = effective_policy(authorization)
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
@@ -250,12 +279,27 @@ class SchedulerService:
         max_retries = (
             options.max_retries if options.max_retries is not None else self._default_max_retries
         )
+        job_id = uuid7()
+        if self._authorization is not None:
+            self._authorization.check_create(
+                JobAuthorizationRequest(
+                    job_id=job_id,
+                    invocation=invocation,
+                    tags=options.tags,
+                    properties=dict(options.properties),
+                    priority=options.priority,
+                    execution_target=options.execution_target,
+                )
+            )
+        payload = encode_invocation(invocation)
+        if options.encrypted or self.codec.encrypt_all:
+            payload = self.codec.seal_payload(payload, job_id)
         return JobEntity(
-            id=uuid7(),
+            id=job_id,
             status=JobStatus.PENDING,
             priority=options.priority,
             target=invocation.target,
-            payload=encode_invocation(invocation),
+            payload=payload,
             scheduled_at=scheduled,
             created_at=now,
             updated_at=now,
@@ -268,10 +312,13 @@ class SchedulerService:
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         job = self._entity(invocation, options, utc_now())
-        stored = self._store_for(options.transaction).insert_job(job)
+        store = self._store_for(options.transaction)
+        stored = store.insert_job(job)
         if stored.id != job.id:
             # the idempotency key was used before: the first job stands, nothing was written
             return stored.id
+        if options.properties:
+            put_properties(store, job.id, options.properties)
         self._after_write(options, job)
         return job.id
 
@@ -354,21 +401,31 @@ class SchedulerService:
 
     def result(self, job_id: UUID) -> JobResult:
         """The job's status, stored return value (decoded JSON, not restored to a class), error
-        and finish time. ``JobNotFoundError`` for an unknown id."""
+        and finish time, decrypted for an encrypted job. ``JobNotFoundError`` for an unknown id;
+        ``EncryptionError`` (``EncryptionIntegrityError`` for a value moved or altered) when an
+        encrypted value cannot be opened."""
         job = self._require(job_id)
         value: Any = None
-        if job.result:
+        text = self.codec.open_result(job)
+        if text:
             try:
-                value = json.loads(job.result)
+                value = json.loads(text)
             except ValueError:
-                value = job.result
+                value = text
         return JobResult(
             job_id=job.id,
             status=job.status,
             value=value,
-            error=job.last_error if job.status is not JobStatus.SUCCEEDED else None,
+            error=self.codec.open_error(job) if job.status is not JobStatus.SUCCEEDED else None,
             finished_at=job.finished_at,
         )
+
+    def detail(self, job_id: UUID) -> JobDetail | None:
+        """The readable view of a job (see ``ratchet_core.detail``): arguments, result and
+        error decrypted for an encrypted job, sensitive fields masked when
+        ``security.mask_payloads`` is on; None for an unknown id."""
+        job = self._store.find_by_id(job_id)
+        return None if job is None else self.details.detail(job)
 
     def search(self, query: JobQuery) -> list[JobEntity]:
         """Jobs matching ``query`` (needs the store's ``JobQueryStore`` capability)."""

@@ -26,6 +26,7 @@ from ratchet_store_sql._capabilities import (
 from ratchet_store_sql._dialects import Dialect
 from ratchet_store_sql._engine import SQLITE_BUSY_TIMEOUT_MS, configure_sqlite, create_store_engine
 from ratchet_store_sql._jobs import JobOperations
+from ratchet_store_sql._sealed import SealedValueOperations
 from ratchet_store_sql.migration import SqlSchemaManager
 
 C = TypeVar("C")
@@ -44,6 +45,7 @@ class SqlJobStore(
     AnalyticsOperations,
     AuditOperations,
     ExtensionOperations,
+    SealedValueOperations,
 ):
     """The Ratchet store on SQLite, PostgreSQL (psycopg 3) or MySQL/MariaDB (pymysql).
 

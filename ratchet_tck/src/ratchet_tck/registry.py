@@ -27,6 +27,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.JobAnalyticsStoreContract,
     _c.JobAuditStoreContract,
     _c.JobExtensionStoreContract,
+    _c.SealedValueStoreContract,
 )
 """Every contract: the required (core) ones first, then one per optional capability."""
 

@@ -8,6 +8,7 @@ from ratchet_api.spi.payload import (
     BulkJobInvocationResolver,
     JobInvocationResolver,
     KeyProvider,
+    KeyWrapper,
     LambdaAnalyzer,
     LoadedJobTarget,
     PayloadEncryption,
@@ -15,11 +16,13 @@ from ratchet_api.spi.payload import (
     PreExecutionArgResolver,
     ResultPersistenceStrategy,
     TargetLoader,
+    WrappedKeyProvider,
 )
 from ratchet_api.spi.policies import (
     CircuitBreakerConfigProvider,
     ClassPolicy,
     ErrorSanitizer,
+    JobAuthorizationPolicy,
     PayloadMaskingPolicy,
     ResilienceStrategy,
     RetryPolicy,
@@ -55,6 +58,7 @@ __all__ = [
     "ClassPolicy",
     "ClusterCoordinator",
     "ErrorSanitizer",
+    "JobAuthorizationPolicy",
     "ExecutionTuningProvider",
     "ExecutorProvider",
     "BulkJobInvocationResolver",
@@ -64,6 +68,7 @@ __all__ = [
     "JobLogger",
     "JobLoggerFactory",
     "KeyProvider",
+    "KeyWrapper",
     "LambdaAnalyzer",
     "ManagedBean",
     "MetricsCollector",
@@ -84,4 +89,5 @@ __all__ = [
     "SchedulerLifecycleHook",
     "SignalOutcome",
     "StartupCoordinator",
+    "WrappedKeyProvider",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
@@ -175,12 +175,38 @@ class KeyProvider(Protocol):
         ...
 
 
+@runtime_checkable
+class KeyWrapper(Protocol):
+    """The key-management side of ``WrappedKeyProvider``: wraps (encrypts) and unwraps data keys
+    with a master key that never leaves it (AWS KMS Encrypt/Decrypt, GCP KMS, Vault transit, or
+    a local wrapping key). ``key_id`` is the data key's id; implementations should bind it to
+    the wrapped bytes (as encryption context or AAD) so a wrapped key cannot be relabelled.
+    ``unwrap`` raises ``EncryptionError`` when the bytes do not authenticate. Thread safe."""
+
+    def wrap(self, key_id: str, data_key: bytes) -> bytes: ...
+
+    def unwrap(self, key_id: str, wrapped: bytes) -> bytes: ...
+
+
+@runtime_checkable
+class WrappedKeyProvider(KeyProvider, Protocol):
+    """A ``KeyProvider`` whose data keys are kept only in wrapped form (envelope encryption of
+    the keys themselves): configuration or a secret store holds ``key id -> wrapped key``, the
+    ``KeyWrapper`` unwraps a key when it is first needed, and the plaintext key lives only in
+    process memory. ``wrapped_keys`` lists what it holds (for ``ratchet keys status`` and
+    audits)."""
+
+    def wrapped_keys(self) -> Mapping[str, bytes]: ...
+
+
 __all__ = [
     "BulkJobInvocationResolver",
     "JobInvocationResolver",
     "LoadedJobTarget",
     "TargetLoader",
     "KeyProvider",
+    "KeyWrapper",
+    "WrappedKeyProvider",
     "LambdaAnalyzer",
     "PayloadEncryption",
     "PayloadSerializer",

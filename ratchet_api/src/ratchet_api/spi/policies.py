@@ -10,6 +10,7 @@ from ratchet_api.model import (
     CircuitBreakerConfig,
     CircuitBreakerExceptionFilter,
     CircuitBreakerProfile,
+    JobAuthorizationRequest,
     MaskingContext,
 )
 
@@ -107,10 +108,26 @@ class PayloadMaskingPolicy(Protocol):
         ...
 
 
+@runtime_checkable
+class JobAuthorizationPolicy(Protocol):
+    """Who may create and run which jobs. ``check_create`` runs when a job is about to be
+    persisted (every creation path: builders, ``enqueue_many``, prepared invocations), before
+    anything is written: raising ``JobAuthorizationError`` refuses the job and nothing is
+    stored (for ``enqueue_many``, no job of the call). ``check_execute`` runs on the worker at
+    dispatch, after the payload is decoded and before the target is called: raising
+    ``JobAuthorizationError`` dead-letters the job unrun. Other exceptions propagate like any
+    bug. Thread safe; called once per job, so keep it fast."""
+
+    def check_create(self, request: JobAuthorizationRequest) -> None: ...
+
+    def check_execute(self, request: JobAuthorizationRequest) -> None: ...
+
+
 __all__ = [
     "CircuitBreakerConfigProvider",
     "ClassPolicy",
     "ErrorSanitizer",
+    "JobAuthorizationPolicy",
     "PayloadMaskingPolicy",
     "ResilienceStrategy",
     "RetryPolicy",

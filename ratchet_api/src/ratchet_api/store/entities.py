@@ -349,8 +349,27 @@ def as_timedelta(value: timedelta | float) -> timedelta:
     return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
+STORED_VALUE_COLUMNS = ("payload", "result", "last_error", "state")
+"""The stored values of a job that payload encryption may seal (``StoredValue.column``)."""
+
+
+@attrs.frozen(kw_only=True)
+class StoredValue:
+    """One stored text value of a job as ``SealedValueStore`` reads and rewrites it.
+
+    ``column`` is one of ``STORED_VALUE_COLUMNS``; ``namespace`` names the state namespace
+    (empty for the job columns); ``text`` is the value exactly as stored."""
+
+    job_id: UUID
+    column: str
+    text: str
+    namespace: str = ""
+
+
 __all__ = [
     "MAX_KEY_LENGTH",
+    "STORED_VALUE_COLUMNS",
+    "StoredValue",
     "MAX_TAG_LENGTH",
     "BatchEntity",
     "BatchStatus",

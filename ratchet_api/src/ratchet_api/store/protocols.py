@@ -43,6 +43,7 @@ from ratchet_api.store.entities import (
     NodeEntity,
     RecurringAdvance,
     RecurringJobEntity,
+    StoredValue,
     WorkflowConditionEntity,
 )
 
@@ -699,6 +700,29 @@ class JobExtensionStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SealedValueStore(Protocol):
+    """Bulk read and compare-and-set rewrite of the values payload encryption seals (key
+    rotation, ``ratchet keys status``). Values are returned and compared exactly as stored;
+    the store never interprets them."""
+
+    def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        """The non-null ``payload``, ``result`` and ``last_error`` of the first ``limit`` live
+        jobs (not archived) whose id is greater than ``after`` (all jobs when None), in
+        ascending id order, followed per job by its state in every namespace. A job's values
+        are never split across pages; the last job id of a page is the next ``after``.
+        SUPPORTS."""
+        ...
+
+    def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        """For each ``(value, new_text)``: write ``new_text`` in place of ``value`` only if the
+        stored text still equals ``value.text`` (compare and set; state keeps its version;
+        nothing else of the job changes, ``updated_at`` included). Returns how many were
+        written; the others changed meanwhile or are gone. One transaction for the whole
+        list. ``StoreDataError`` for a column outside ``STORED_VALUE_COLUMNS``. REQUIRED."""
+        ...
+
+
 CAPABILITIES: tuple[type, ...] = (
     RecurringJobStore,
     BatchStore,
@@ -711,6 +735,7 @@ CAPABILITIES: tuple[type, ...] = (
     JobAnalyticsStore,
     JobAuditStore,
     JobExtensionStore,
+    SealedValueStore,
 )
 """Every optional capability, in documentation order."""
 
@@ -758,6 +783,7 @@ __all__ = [
     "JobClaimStore",
     "JobCrudStore",
     "JobExtensionStore",
+    "SealedValueStore",
     "JobPauseStore",
     "JobQueryStore",
     "JobRetryStore",

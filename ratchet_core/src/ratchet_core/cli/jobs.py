@@ -6,15 +6,15 @@ import json
 from datetime import datetime
 from typing import Any
 
+import attrs
 import click
 
-from ratchet_api.errors import JobNotFoundError
-from ratchet_api.model import JobStatus
+from ratchet_api.errors import JobNotFoundError, RatchetError
+from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
-from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
 from ratchet_core.workflow.view import draw, workflow_of
 
@@ -45,7 +45,9 @@ def _short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _job_dict(job: JobEntity) -> dict[str, Any]:
+def _job_dict(job: JobEntity, detail: JobDetail) -> dict[str, Any]:
+    """The job's fields, with the result and error as the readable (decrypted, masked) view
+    shows them."""
     return {
         "id": str(job.id),
         "status": job.status.value,
@@ -61,8 +63,10 @@ def _job_dict(job: JobEntity) -> dict[str, Any]:
         "idempotency_key": job.idempotency_key,
         "execution_target": job.execution_target,
         "owner": job.owner,
-        "result": job.result,
-        "last_error": job.last_error,
+        "result": detail.result,
+        "last_error": detail.error,
+        "encrypted": detail.encrypted,
+        "unreadable": detail.unreadable,
     }
 
 
@@ -102,9 +106,10 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     )
     with ratchet_errors():
         jobs = scheduler.search(query)
+    details = scheduler.details.details(jobs)
     if as_json:
-        for job in jobs:
-            click.echo(json.dumps(_job_dict(job)))
+        for job, detail in zip(jobs, details, strict=True):
+            click.echo(json.dumps(_job_dict(job, detail)))
         return
     out = console()
     if not jobs:
@@ -115,8 +120,9 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     table = Table(title=f"{len(jobs)} job(s)")
     for column in ("id", "status", "target", "attempt", "scheduled", "finished", "result / error"):
         table.add_column(column, overflow="fold")
-    for job in jobs:
-        outcome = job.last_error if job.status is JobStatus.FAILED else job.result
+    for job, detail in zip(jobs, details, strict=True):
+        shown = detail.error if job.status is JobStatus.FAILED else detail.result
+        outcome = shown if shown is None or isinstance(shown, str) else json.dumps(shown)
         table.add_row(
             str(job.id),
             f"[{STATUS_STYLES.get(job.status, 'white')}]{job.status.value}[/]",
@@ -141,15 +147,18 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         job = scheduler.get(ident)
         if job is None:
             raise JobNotFoundError(ident)
-    record = _job_dict(job)
-    try:
-        invocation = decode_invocation(job.payload, job.id)
-        record["args"] = list(invocation.args)
-        record["kwargs"] = dict(invocation.kwargs)
-    except ValueError:
-        record["args"] = "(payload not readable: encrypted or written by another version)"
+    detail = scheduler.details.detail(job)
+    record = _job_dict(job, detail)
+    record["args"] = list(detail.args) if detail.args is not None else "(not readable)"
+    record["kwargs"] = dict(detail.kwargs) if detail.kwargs is not None else None
+    record["properties"] = dict(detail.properties)
+    if detail.masked:
+        record["masked"] = True
     audit = scheduler.store.capability(JobAuditStore)
-    executions = audit.find_executions_by_job_id(job.id) if audit is not None else []
+    executions = [
+        attrs.evolve(e, error=_readable_error(scheduler, job, e.error))
+        for e in (audit.find_executions_by_job_id(job.id) if audit is not None else [])
+    ]
     logs = audit.find_logs_by_job_id(job.id, limit=50) if audit is not None else []
     with ratchet_errors():
         workflow = workflow_of(scheduler.store, job)
@@ -209,6 +218,15 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         out.print("[bold]log[/]")
         for line in logs:
             out.print(f"  {_when(line.logged_at)} {line.level.value:<7} {line.message}")
+
+
+def _readable_error(scheduler: SchedulerService, job: JobEntity, text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return scheduler.codec.open(text, job.id, EncryptionSurface.ERROR)
+    except RatchetError as exc:
+        return f"(not readable: {exc})"
 
 
 def _transition(name: str, past: str, refused: str) -> Any:

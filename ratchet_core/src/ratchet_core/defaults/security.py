@@ -155,13 +155,19 @@ _SENSITIVE_WORDS = frozenset({"ssn", "cvv", "cvc", "pin", "pwd", "auth"})
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+MASK_FIELDS_PROPERTY = "ratchet.mask_fields"
+"""Job property naming extra sensitive fields of that job (comma separated)."""
+
+
 class DefaultPayloadMaskingPolicy:
     """Masks fields whose name mentions a secret, case-insensitively and across ``_``/``-``/``.``
     separators and camelCase: password, passwd, passphrase, secret, token, api key, access key,
     private key, authorization, credential(s), credit card / card number, social security; and
     the whole words ssn, cvv, cvc, pin, pwd, auth (so ``classname`` is not an ``ssn``).
     ``extra_fields`` adds exact names (compared case-insensitively, separators ignored).
-    The context is ignored. Thread safe."""
+    With a context, the comma separated names in the job's ``ratchet.mask_fields`` property
+    (set with ``.property("ratchet.mask_fields", "iban,amount")`` on the builder) are sensitive
+    for that job too. Thread safe."""
 
     def __init__(self, extra_fields: Iterable[str] = ()) -> None:
         self.extra = frozenset(_compact(f) for f in extra_fields if f.strip())
@@ -172,6 +178,10 @@ class DefaultPayloadMaskingPolicy:
         compact = _compact(field_name)
         if compact in self.extra:
             return True
+        if context is not None:
+            listed = context.job_properties.get(MASK_FIELDS_PROPERTY)
+            if listed and compact in {_compact(f) for f in listed.split(",") if f.strip()}:
+                return True
         if any(marker in compact for marker in _SENSITIVE_COMPACT):
             return True
         words = {w.lower() for w in _WORD_SPLIT.split(field_name) if w}
@@ -185,6 +195,7 @@ def _compact(name: str) -> str:
 __all__ = [
     "ALLOWED_PACKAGES",
     "DefaultErrorSanitizer",
+    "MASK_FIELDS_PROPERTY",
     "DefaultPayloadMaskingPolicy",
     "PackagePrefixClassPolicy",
     "redact",

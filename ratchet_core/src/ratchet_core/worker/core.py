@@ -48,7 +48,9 @@ from ratchet_api.errors import (
     CircuitBreakerOpenError,
     ClassNotAllowedError,
     ConfigurationError,
+    EncryptionError,
     InvalidTargetError,
+    JobAuthorizationError,
     PayloadError,
     SchedulerStoppedError,
     StoreError,
@@ -70,6 +72,7 @@ from ratchet_api.spi import (
     ErrorSanitizer,
     ExecutionTuningProvider,
     ExecutorProvider,
+    JobAuthorizationPolicy,
     JobInvocationResolver,
     JobLogger,
     JobLoggerFactory,
@@ -94,10 +97,12 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
+from ratchet_core.authorization import authorization_request, effective_policy
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
-from ratchet_core.payload import decode_backoff, decode_invocation
+from ratchet_core.payload import decode_backoff
 from ratchet_core.recurring.runner import start_recurring
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
@@ -119,7 +124,13 @@ from ratchet_core.workflow.driver import WorkflowDriver, create_driver
 
 _log = logging.getLogger("ratchet.worker")
 
-_REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
+_REFUSED = (
+    InvalidTargetError,
+    ClassNotAllowedError,
+    PayloadError,
+    EncryptionError,
+    JobAuthorizationError,
+)
 """Dispatch-time refusals: the job can never run as stored, so it is not retried."""
 
 _JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
@@ -216,6 +227,8 @@ class Worker:
         scheduler: Any = None,
         worker_settings: WorkerSettings | None = None,
         breaker_config: CircuitBreakerConfigProvider | None = None,
+        codec: PayloadCodec | None = None,
+        authorization: JobAuthorizationPolicy | None = None,
     ) -> None:
         if loader is None:
             if not isinstance(resolver, TargetLoader):
@@ -251,6 +264,8 @@ class Worker:
         self._scheduler = scheduler
         self._config = settings
         self._guard = PollerGuard(self.node_id, breaker_config, self._metrics)
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
+        self._authorization = effective_policy(authorization)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         self._config = settings
         s = self.settings
@@ -765,7 +780,11 @@ class Worker:
                 "after the previous attempt's worker stopped; not run again"
             )
         try:
-            invocation = decode_invocation(entity.payload, entity.id)
+            invocation = self._codec.open_invocation(entity)
+            if self._authorization is not None:
+                self._authorization.check_execute(
+                    authorization_request(entity, invocation, self._extension)
+                )
             loaded = self._resolver.load(invocation)
         except TargetNotImportableError as exc:
             return exc
@@ -904,7 +923,7 @@ class Worker:
             job_id=entity.id,
             attempt=entity.attempt,
             claim_seq=entity.claim_seq,
-            extension_store=self._extension,
+            extension_store=self._codec.state_store(entity, self._extension),
             serializer=self._serializer,
             signal_payload=entity.signal_payload,
         )
@@ -984,6 +1003,7 @@ class Worker:
         entity = job.entity
         try:
             serialized = self._results.serialize(entity.id, result)
+            stored_result = self._codec.seal_result(entity, serialized.json)
         except Exception as exc:  # noqa: BLE001 - an unstorable result fails the attempt
             self._finish_failure(job, exc, lazy)
             return
@@ -1006,7 +1026,7 @@ class Worker:
         assert self._batcher is not None
         self._batcher.add(
             PendingCompletion(
-                Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=serialized.json),
+                Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=stored_result),
                 record,
                 job,
                 entity.job_type,
@@ -1080,6 +1100,7 @@ class Worker:
         """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim; the
         store's answer (None: not written)."""
         entity = job.entity
+        message = self._codec.seal_error(entity, message)
         if delay is not None:
             run_at = self._now() + delay
             applied = self._write(

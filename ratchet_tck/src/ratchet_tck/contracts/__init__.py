@@ -20,6 +20,7 @@ from ratchet_tck.contracts.scheduling import (
     SignalStoreContract,
     WorkflowConditionStoreContract,
 )
+from ratchet_tck.contracts.sealed import SealedValueStoreContract
 from ratchet_tck.contracts.transitions import (
     JobBatchStatusStoreContract,
     JobPauseStoreContract,
@@ -38,6 +39,7 @@ __all__ = [
     "JobClaimStoreContract",
     "JobCrudStoreContract",
     "JobExtensionStoreContract",
+    "SealedValueStoreContract",
     "JobPauseStoreContract",
     "JobQueryStoreContract",
     "JobRetryStoreContract",

@@ -22,6 +22,7 @@ from ratchet_tck.memory._capabilities import (
     WorkflowConditionMixin,
 )
 from ratchet_tck.memory._core import CoreMemoryStore
+from ratchet_tck.memory._sealed import MemorySealedValueMixin
 
 
 class InMemoryJobStore(
@@ -36,6 +37,7 @@ class InMemoryJobStore(
     AnalyticsMixin,
     AuditMixin,
     ExtensionMixin,
+    MemorySealedValueMixin,
 ):
     """Every mandatory protocol and every capability, kept in process memory."""
 

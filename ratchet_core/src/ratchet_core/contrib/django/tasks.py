@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
+import attrs
 from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
@@ -218,8 +219,8 @@ class RatchetTaskBackend(BaseTaskBackend):
         )
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
+        from ratchet_core.codec import PayloadCodec
         from ratchet_core.contrib.django import get_scheduler
-        from ratchet_core.payload import decode_invocation
 
         try:
             job_id = UUID(str(result_id))
@@ -230,7 +231,9 @@ class RatchetTaskBackend(BaseTaskBackend):
         if entity is None:
             raise TaskResultDoesNotExist(result_id)
         try:
-            invocation = decode_invocation(entity.payload, job_id)
+            codec: PayloadCodec = getattr(scheduler, "codec", None) or PayloadCodec.disabled()
+            invocation = codec.open_invocation(entity)  # decrypted when encrypted
+            entity = attrs.evolve(entity, last_error=codec.open_error(entity))
             task_path, args, kwargs = invocation.args[0], invocation.args[1], invocation.args[2]
         except (RatchetError, IndexError, ValueError) as exc:
             raise TaskResultDoesNotExist(f"job {job_id} is not a Django task: {exc}") from exc

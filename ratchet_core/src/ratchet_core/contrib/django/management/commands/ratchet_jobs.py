@@ -43,13 +43,13 @@ class Command(BaseCommand):
             except ValueError:
                 raise CommandError(f"{options['job_id']!r} is not a job id") from None
             if action == "show":
-                job = scheduler.get(job_id)
-                if job is None:
+                detail = scheduler.detail(job_id)  # decrypted, masked when masking is on
+                if detail is None:
                     raise CommandError(f"job {job_id} not found")
-                result = scheduler.result(job_id)
                 self.stdout.write(
-                    f"{job.id} {job.status} {job.target} attempt={job.attempt} "
-                    f"result={result.value!r} error={job.last_error!r}"
+                    f"{detail.id} {detail.status} {detail.target} attempt={detail.attempt} "
+                    f"args={detail.args!r} kwargs={detail.kwargs!r} "
+                    f"result={detail.result!r} error={detail.error!r}"
                 )
                 return
             done = getattr(scheduler, action)(job_id)

@@ -1,0 +1,77 @@
+"""``SealedValueStore``: the stored values payload encryption seals, read in pages and rewritten
+by compare and set (key rotation)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from pymongo import ASCENDING, UpdateOne
+
+from ratchet_api.errors import StoreDataError
+from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
+from ratchet_store_mongo._base import MongoBase
+from ratchet_store_mongo.errors import translated
+
+_JOB_COLUMNS = ("payload", "result", "last_error")
+
+
+class MongoSealedValueMixin(MongoBase):
+    @translated("scan_values")
+    def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        if limit < 1:
+            raise StoreDataError("limit", f"must be at least 1, got {limit}")
+        query: dict[str, Any] = {} if after is None else {"_id": {"$gt": after}}
+        projection = {"payload": 1, "result": 1, "last_error": 1, "state": 1}
+        cursor = (
+            self._jobs.find(query, projection, session=self._session)
+            .sort("_id", ASCENDING)
+            .limit(limit)
+        )
+        values: list[StoredValue] = []
+        for doc in cursor:
+            job_id = doc["_id"]
+            for column in _JOB_COLUMNS:
+                text = doc.get(column)
+                if isinstance(text, str):
+                    values.append(StoredValue(job_id=job_id, column=column, text=text))
+            entries = [e for e in doc.get("state") or [] if isinstance(e, dict)]
+            for entry in sorted(entries, key=lambda e: str(e.get("ns"))):
+                values.append(
+                    StoredValue(
+                        job_id=job_id, column="state", namespace=entry["ns"], text=entry["json"]
+                    )
+                )
+        return values
+
+    @translated("replace_values")
+    def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        operations = [_replacement(value, new_text) for value, new_text in changes]
+        if not operations:
+            return 0
+        # One ordered bulk write per call: each update is atomic on its document, and a value
+        # that changed meanwhile simply matches nothing (the compare and set).
+        result = self._jobs.bulk_write(operations, ordered=True, session=self._session)
+        return int(result.matched_count)
+
+
+def _replacement(value: StoredValue, new_text: str) -> UpdateOne:
+    if value.column not in STORED_VALUE_COLUMNS:
+        raise StoreDataError(
+            "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
+        )
+    if value.column == "state":
+        return UpdateOne(
+            {
+                "_id": value.job_id,
+                "state": {"$elemMatch": {"ns": value.namespace, "json": value.text}},
+            },
+            {"$set": {"state.$.json": new_text}},
+        )
+    return UpdateOne(
+        {"_id": value.job_id, value.column: value.text}, {"$set": {value.column: new_text}}
+    )
+
+
+__all__ = ["MongoSealedValueMixin"]

@@ -1,0 +1,65 @@
+"""``SealedValueStore`` of the in-memory store."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.errors import StoreDataError
+from ratchet_api.model import VersionedState
+from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
+from ratchet_tck.memory._core import CoreMemoryStore
+
+_JOB_COLUMNS = ("payload", "result", "last_error")
+
+
+class MemorySealedValueMixin(CoreMemoryStore):
+    def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        if limit < 1:
+            raise StoreDataError("limit", f"must be at least 1, got {limit}")
+        s = self._s
+        values: list[StoredValue] = []
+        with s.lock:
+            ids = sorted(i for i in s.jobs if after is None or i > after)[:limit]
+            for job_id in ids:
+                job = s.jobs[job_id]
+                for column in _JOB_COLUMNS:
+                    text = getattr(job, column)
+                    if text is not None:
+                        values.append(StoredValue(job_id=job_id, column=column, text=text))
+                for namespace, state in sorted(s.states.get(job_id, {}).items()):
+                    values.append(
+                        StoredValue(
+                            job_id=job_id, column="state", namespace=namespace, text=state.json
+                        )
+                    )
+        return values
+
+    def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        for value, _ in changes:
+            if value.column not in STORED_VALUE_COLUMNS:
+                raise StoreDataError(
+                    "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
+                )
+        with self._s.lock:
+            return sum(self._replace(value, new_text) for value, new_text in changes)
+
+    def _replace(self, value: StoredValue, new_text: str) -> bool:
+        s = self._s
+        if value.column == "state":
+            states = s.states.get(value.job_id, {})
+            current = states.get(value.namespace)
+            if current is None or current.json != value.text:
+                return False
+            states[value.namespace] = VersionedState(json=new_text, version=current.version)
+            return True
+        job = s.jobs.get(value.job_id)
+        if job is None or getattr(job, value.column) != value.text:
+            return False
+        s.jobs[job.id] = attrs.evolve(job, **{value.column: new_text})  # type: ignore[arg-type]
+        return True
+
+
+__all__ = ["MemorySealedValueMixin"]
