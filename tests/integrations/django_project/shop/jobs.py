@@ -25,3 +25,8 @@ def multiply(a: int, b: int) -> int:
 @task()
 def explode(message: str) -> None:
     raise ValueError(message)
+
+
+def greet(name: str) -> str:
+    """A plain job for the command-line tests (``manage.py ratchet_enqueue``)."""
+    return f"hello {name}"
