@@ -55,6 +55,13 @@ RATCHET_CONTAINER = "tests.integrations.django_project.containers.create_contain
 TASKS = {
     "default": {
         "BACKEND": "ratchet_core.contrib.django.tasks.RatchetTaskBackend",
+        "QUEUES": ["default", "emails"],
         "OPTIONS": {"MAX_RETRIES": 0},
-    }
+    },
+    "retrying": {
+        "BACKEND": "ratchet_core.contrib.django.tasks.RatchetTaskBackend",
+        "OPTIONS": {"MAX_RETRIES": 1},
+    },
+    # Django's own reference backend, to compare behaviour against.
+    "immediate": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"},
 }
