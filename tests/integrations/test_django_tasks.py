@@ -6,6 +6,7 @@ PostgreSQL; the worker is ``manage.py ratchet_worker`` in this process. Django's
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -60,6 +61,7 @@ def test_aenqueue_returns_a_result_with_enqueued_at(backend: str) -> None:
 
     assert enqueued.enqueued_at is not None
     assert default_task_backend.get_result(enqueued.id) == enqueued
+    burst()  # leave no pending job to the next test
 
 
 class _Received:
@@ -246,3 +248,25 @@ def test_a_worker_with_queue_runs_only_that_queue_s_tasks(backend: str) -> None:
     assert default_task_backend.get_result(other.id).status == TaskResultStatus.READY
     burst()
     assert default_task_backend.get_result(other.id).status == TaskResultStatus.SUCCESSFUL
+
+
+def test_jobs_list_shows_each_task_s_own_path(backend: str) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.integrations.django_project.shop.jobs import echo, multiply
+
+    multiply.enqueue(1, 2)
+    echo.enqueue("x")
+    table = StringIO()
+    call_command("ratchet_jobs", "list", "--status", "pending", stdout=table)
+    listed = StringIO()
+    call_command("ratchet_jobs", "list", "--json", "--status", "pending", stdout=listed)
+
+    path = "tests.integrations.django_project.shop.jobs"
+    assert f"{path}.multiply (django task)" in table.getvalue()
+    assert f"{path}.echo (django task)" in table.getvalue()
+    records = [json.loads(line) for line in listed.getvalue().splitlines()]
+    assert {r["django_task"] for r in records} >= {f"{path}.multiply", f"{path}.echo"}
+    burst()  # leave no pending job to the next test (the store's tables outlive each test)

@@ -45,11 +45,31 @@ def _short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+DJANGO_TASK_TAG = "django-task:"
+"""The tag the Django Tasks backend gives each job (``ratchet_core.contrib.django.tasks``)."""
+
+
+def django_task(job: JobEntity) -> str | None:
+    """The dotted path of the Django task a job runs (its target is the backend's shared
+    ``execute_django_task``), or None for any other job."""
+    for tag in job.tags:
+        if tag.startswith(DJANGO_TASK_TAG):
+            return tag[len(DJANGO_TASK_TAG) :]
+    return None
+
+
+def shown_target(job: JobEntity) -> str:
+    """What a listing shows as the job's target: a Django task's own path, else the target."""
+    task = django_task(job)
+    return f"{task} (django task)" if task else job.target
+
+
 def _job_dict(job: JobEntity) -> dict[str, Any]:
     return {
         "id": str(job.id),
         "status": job.status.value,
         "target": job.target,
+        "django_task": django_task(job),
         "priority": job.priority.name.lower(),
         "attempt": job.attempt,
         "max_retries": job.max_retries,
@@ -118,7 +138,7 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
         table.add_row(
             str(job.id),
             f"[{STATUS_STYLES.get(job.status, 'white')}]{job.status.value}[/]",
-            job.target,
+            shown_target(job),
             f"{job.attempt}/{job.max_retries + 1}",
             _when(job.scheduled_at),
             _when(job.finished_at),

@@ -161,8 +161,10 @@ class ClickCommand(BaseCommand):
             raise CommandError("aborted") from None
         finally:
             state.restore()
-            # The commands close the store they used (right for a process that exits); a
-            # project that lives on (call_command, tests, shells) opens fresh ones.
+            # A project that lives on (call_command, tests, shells) opens fresh singletons:
+            # close the store this command used (closing twice is harmless), then drop them.
+            with contextlib.suppress(Exception):
+                container.job_store().close()
             container.reset_singletons()
         if isinstance(code, int) and code != 0:
             raise CommandError(f"{prog} exited with status {code}", returncode=code)
