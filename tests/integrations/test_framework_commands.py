@@ -111,7 +111,20 @@ def store_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
 
 
 def test_django_commands_migrate_enqueue_run_and_list(store_env: dict[str, str]) -> None:
-    assert manage("ratchet_db", "current", env=store_env).strip().splitlines()[-1] == "none"
+    before = subprocess.run(
+        [sys.executable, "-m", "django", "ratchet_db", "current"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": DJANGO_SETTINGS}
+        | store_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if store_env["RATCHET_STORE_URL"].startswith("sqlite"):  # a read never creates the file
+        assert before.returncode == 1 and "no Ratchet database at" in before.stderr
+    else:
+        assert before.returncode == 0 and before.stdout.strip().splitlines()[-1] == "none"
     manage("ratchet_db", "upgrade", env=store_env)
     revision = manage("ratchet_db", "current", env=store_env).strip().splitlines()[-1]
     assert revision not in ("", "none")

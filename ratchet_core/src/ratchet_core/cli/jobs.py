@@ -14,7 +14,14 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.cli import get_container
-from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
+from ratchet_core.cli.db import (
+    apply_url,
+    console,
+    parse_job_id,
+    ratchet_errors,
+    require_existing_database,
+    url_option,
+)
 from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
 
@@ -30,7 +37,9 @@ STATUS_STYLES = {
 def _scheduler(store_url: str | None) -> SchedulerService:
     apply_url(store_url)
     with ratchet_errors():
-        scheduler: SchedulerService = get_container().scheduler()
+        container = get_container()
+        require_existing_database(container)
+        scheduler: SchedulerService = container.scheduler()
     return scheduler
 
 
