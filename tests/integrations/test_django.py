@@ -229,3 +229,17 @@ def test_check_reports_an_unimportable_project_container() -> None:
     with override_settings(RATCHET_CONTAINER=missing), pytest.raises(SystemCheckError) as raised:
         call_command("check", stdout=StringIO(), stderr=StringIO())
     assert "ratchet.E004" in str(raised.value)
+
+
+def test_views_receive_the_project_container_s_scheduler_through_inject(backend: str) -> None:
+    from ratchet_core.contrib.django import get_project_container
+
+    response = Client().post("/greet/", {"name": "ada"})
+
+    assert response.status_code == 201
+    job = get_scheduler().get(UUID(response.json()["job_id"]))
+    assert job is not None and job.target.endswith(":greet")
+    project = get_project_container()
+    # the project's container is the configured one: its Ratchet store follows DATABASES
+    assert project.ratchet.scheduler() is get_scheduler()
+    assert "succeeded 1," in burst()

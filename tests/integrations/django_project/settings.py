@@ -51,6 +51,7 @@ RATCHET = {
     "worker": {"poll_interval": "20ms", "poll_max_interval": "200ms"},
 }
 RATCHET_CONTAINER = "tests.integrations.django_project.containers.create_container"
+RATCHET_WIRE = ["tests.integrations.django_project.shop.injected"]
 
 TASKS = {
     "default": {
