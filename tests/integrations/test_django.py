@@ -10,7 +10,6 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import Client
@@ -18,27 +17,11 @@ from django.test.utils import override_settings
 
 from ratchet_api.model import JobStatus
 from ratchet_core.contrib.django import app_config, get_container, get_scheduler
-from tests import servers
+from tests.integrations.django_support import backend, burst, ratchet_settings
+
+__all__ = ["backend"]  # the fixture, imported for its tests
 
 pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
-
-
-def _ratchet_settings(**extra: Any) -> dict[str, Any]:
-    return {**settings.RATCHET, **extra}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The store follows the SQLite ``default`` database or the PostgreSQL ``pg`` one."""
-    if request.param == "postgresql":
-        if "pg" not in settings.DATABASES:
-            servers.unavailable("PostgreSQL", "the Django project has no 'pg' database")
-        alias = "pg"
-    else:
-        alias = "default"
-    with override_settings(RATCHET=_ratchet_settings(django={"database": alias})):
-        call_command("ratchet_migrate", stdout=StringIO())
-        yield alias
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -46,12 +29,6 @@ def _close_stores() -> Iterator[None]:
     yield
     # pytest-django drops the test databases at the end: release the store's connections.
     get_container().job_store().close()
-
-
-def _burst() -> str:
-    out = StringIO()
-    call_command("ratchet_worker", "--burst", "--timeout", "20", stdout=out)
-    return out.getvalue()
 
 
 def test_rollback_of_the_view_transaction_leaves_no_job(backend: str) -> None:
@@ -74,7 +51,7 @@ def test_committed_enqueue_is_run_by_the_worker_command(backend: str) -> None:
     job_id = UUID(response.json()["job_id"])
     job = get_scheduler().get(job_id)
     assert job is not None and job.status is JobStatus.PENDING
-    assert "succeeded=1" in _burst()
+    assert "succeeded 1," in burst()
     result = get_scheduler().result(job_id)
     assert result.status is JobStatus.SUCCEEDED
     assert result.value == "processed 1"
@@ -105,7 +82,7 @@ def test_task_enqueue_runs_on_the_worker_and_result_is_read_through_django(backe
     result_id = response.json()["result_id"]
     assert multiply.get_result(result_id).status == TaskResultStatus.READY
 
-    _burst()
+    burst()
 
     result = multiply.get_result(result_id)
     assert result.status == TaskResultStatus.SUCCESSFUL
@@ -121,7 +98,7 @@ def test_failing_task_reports_its_error_through_django(backend: str) -> None:
     from tests.integrations.django_project.shop.jobs import explode
 
     enqueued = explode.enqueue("the flux capacitor broke")
-    _burst()
+    burst()
 
     result = default_task_backend.get_result(enqueued.id)
     assert result.status == TaskResultStatus.FAILED
@@ -155,21 +132,21 @@ def _check_errors(ratchet: dict[str, Any]) -> str:
 
 
 def test_check_reports_an_unknown_store_scheme() -> None:
-    message = _check_errors(_ratchet_settings(store={"url": "oracle://scott@localhost/db"}))
+    message = _check_errors(ratchet_settings(store={"url": "oracle://scott@localhost/db"}))
     assert "ratchet.E002" in message
     assert "oracle" in message
 
 
 def test_check_reports_a_missing_database_driver() -> None:
     # pg8000 is not installed in this environment: SQLAlchemy cannot load the dialect's driver.
-    message = _check_errors(_ratchet_settings(store={"url": "postgresql+pg8000://u@127.0.0.1/db"}))
+    message = _check_errors(ratchet_settings(store={"url": "postgresql+pg8000://u@127.0.0.1/db"}))
     assert "ratchet.E002" in message
     assert "pg8000" in message
 
 
 def test_check_reports_a_tie_between_alternatives() -> None:
     message = _check_errors(
-        _ratchet_settings(
+        ratchet_settings(
             alternatives={"modules": "tests.integrations.django_project.tied_alternatives"}
         )
     )
@@ -178,7 +155,7 @@ def test_check_reports_a_tie_between_alternatives() -> None:
 
 
 def test_check_reports_a_malformed_value() -> None:
-    message = _check_errors(_ratchet_settings(worker={"poll_interval": "soon"}))
+    message = _check_errors(ratchet_settings(worker={"poll_interval": "soon"}))
     assert "ratchet.E001" in message
     assert "worker.poll_interval" in message
 
@@ -201,7 +178,7 @@ def test_application_container_override_is_listed_by_ratchet_spi() -> None:
 def separate_store(tmp_path: Any) -> Iterator[str]:
     """The store in its own SQLite file, not in a Django database."""
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
-    with override_settings(RATCHET=_ratchet_settings(store={"url": url})):
+    with override_settings(RATCHET=ratchet_settings(store={"url": url})):
         call_command("ratchet_migrate", stdout=StringIO())
         yield url
         get_container().job_store().close()
@@ -252,3 +229,17 @@ def test_check_reports_an_unimportable_project_container() -> None:
     with override_settings(RATCHET_CONTAINER=missing), pytest.raises(SystemCheckError) as raised:
         call_command("check", stdout=StringIO(), stderr=StringIO())
     assert "ratchet.E004" in str(raised.value)
+
+
+def test_views_receive_the_project_container_s_scheduler_through_inject(backend: str) -> None:
+    from ratchet_core.contrib.django import get_project_container
+
+    response = Client().post("/greet/", {"name": "ada"})
+
+    assert response.status_code == 201
+    job = get_scheduler().get(UUID(response.json()["job_id"]))
+    assert job is not None and job.target.endswith(":greet")
+    project = get_project_container()
+    # the project's container is the configured one: its Ratchet store follows DATABASES
+    assert project.ratchet.scheduler() is get_scheduler()
+    assert "succeeded 1," in burst()

@@ -69,6 +69,11 @@ def store_entry_points() -> dict[str, EntryPoint]:
     return {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def redact_url(url: str) -> str:
+    """``url`` with its userinfo hidden, for messages."""
+    return _redact(url)
+
+
 def open_store(url: str) -> JobStore:
     """Open the store handling ``url``'s scheme. Raises ``ConfigurationError`` naming
     ``store.url`` (and the distribution to install) when no installed store handles it."""

@@ -51,10 +51,18 @@ RATCHET = {
     "worker": {"poll_interval": "20ms", "poll_max_interval": "200ms"},
 }
 RATCHET_CONTAINER = "tests.integrations.django_project.containers.create_container"
+RATCHET_WIRE = ["tests.integrations.django_project.shop.injected"]
 
 TASKS = {
     "default": {
         "BACKEND": "ratchet_core.contrib.django.tasks.RatchetTaskBackend",
+        "QUEUES": ["default", "emails"],
         "OPTIONS": {"MAX_RETRIES": 0},
-    }
+    },
+    "retrying": {
+        "BACKEND": "ratchet_core.contrib.django.tasks.RatchetTaskBackend",
+        "OPTIONS": {"MAX_RETRIES": 1},
+    },
+    # Django's own reference backend, to compare behaviour against.
+    "immediate": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"},
 }

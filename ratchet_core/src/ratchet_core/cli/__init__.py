@@ -47,6 +47,11 @@ class CliState:
     settings: dict[str, str] = attrs.field(factory=dict)
     _app: Any = None
     _container: RatchetDynamicContainer | None = None
+    upgrade_command: str = "ratchet db upgrade"
+    """How this command line creates the schema (named in "no schema yet" errors): the framework
+    commands (``flask ratchet``, ``manage.py``) name their own."""
+    _applied: dict[str, str] = attrs.field(factory=dict)
+    _inserted: list[Any] = attrs.field(factory=list)
 
     def app(self) -> Any:
         """The application object named by ``--app`` (None without it)."""
@@ -65,9 +70,29 @@ class CliState:
                 current = dict(container.overrides())
                 current.update(self.settings)
                 container.overrides.override(current)
+                self._applied = dict(self.settings)
             container.ensure_built()
             self._container = container
+        elif self.settings != self._applied:
+            # A framework's container, built before the command's options were known
+            # (``flask ratchet worker -c 8``): the options become its highest-precedence source.
+            from ratchet_core.config import DictConfigSource
+            from ratchet_core.contrib import insert_config_source
+
+            pending = {k: v for k, v in self.settings.items() if self._applied.get(k) != v}
+            source = DictConfigSource(pending)
+            self._inserted.append(insert_config_source(self._container, source, position=0))
+            self._applied = dict(self.settings)
         return self._container
+
+    def restore(self) -> None:
+        """Take the command's options out of a framework's container again (it outlives the
+        command in tests and shells)."""
+        from ratchet_core.contrib import remove_config_source
+
+        while self._inserted and self._container is not None:
+            remove_config_source(self._container, self._inserted.pop())
+        self._applied = {}
 
 
 def make_cwd_importable() -> None:

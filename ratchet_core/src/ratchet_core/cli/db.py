@@ -46,11 +46,61 @@ def apply_url(store_url: str | None) -> None:
         root.obj.settings["store.url"] = store_url
 
 
-def job_store(store_url: str | None) -> JobStore:
+def job_store(store_url: str | None, *, create: bool = False) -> JobStore:
+    """The store of this invocation. Unless ``create``, a SQLite file that does not exist is a
+    clear error (naming the URL and where it came from) instead of a new empty database."""
     apply_url(store_url)
     with ratchet_errors():
-        store: JobStore = get_container().job_store()
+        container = get_container()
+        if not create:
+            require_existing_database(container)
+        store: JobStore = container.job_store()
     return store
+
+
+def store_origin(container: Any) -> str:
+    """``<url> (store.url from <source>)``, password hidden: which store a command uses and
+    which configuration source chose it (``default`` when none set it)."""
+    from ratchet_core.config import STORE_URL
+    from ratchet_core.stores import redact_url
+
+    settings = container.settings()
+    return f"{redact_url(settings.get(STORE_URL))} (store.url from {settings.source_of(STORE_URL)})"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite store URL (None for other stores, in-memory and ``file:`` URIs)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0].lower() != "sqlite":
+        return None
+    path = rest.partition("?")[0]
+    if not path.startswith("/"):
+        return None  # sqlite:// (memory) or a host part SQLite does not have
+    path = path[1:]  # sqlite:///relative.db -> relative.db; sqlite:////abs -> /abs
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return path
+
+
+def require_existing_database(container: Any) -> None:
+    """Refuse (``click.ClickException``) to work on a SQLite file that does not exist: opening
+    it would create an empty database in the wrong place (the usual cause: the store URL did
+    not come from where the user thinks)."""
+    import os
+
+    from ratchet_core.config import STORE_URL
+
+    if container.job_store.overridden:
+        return  # the application supplies its store: store.url does not choose it
+    path = sqlite_file(container.settings().get(STORE_URL))
+    if path is None or os.path.exists(path):
+        return
+    raise click.ClickException(
+        f"no Ratchet database at {os.path.abspath(path)}: the store is "
+        f"{store_origin(container)}. Point --url, --set store.url=..., RATCHET_STORE_URL or "
+        "ratchet.toml at your store (inside Flask or Django, use `flask ratchet ...` or "
+        "`manage.py ratchet_...`), or run `ratchet db upgrade` to create this one"
+    )
 
 
 @contextlib.contextmanager
@@ -78,10 +128,12 @@ def console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=200)
 
 
-def schema_manager(store: JobStore) -> SchemaManager:
+def schema_manager(store: JobStore) -> SchemaManager | None:
+    """The store's ``SchemaManager``; None (after saying so) for a store that manages no
+    schema: there is nothing to migrate, which is not an error."""
     manager = store.capability(SchemaManager)
     if manager is None:
-        raise click.ClickException(f"{type(store).__name__} has no schema to manage")
+        click.echo(f"{type(store).__name__} manages no schema: nothing to migrate")
     return manager
 
 
@@ -95,10 +147,13 @@ def db_group() -> None:
 @url_option
 def upgrade(revision: str, store_url: str | None) -> None:
     """Migrate the schema up to REVISION (creates the tables on an empty database)."""
-    store = job_store(store_url)
+    store = job_store(store_url, create=True)
+    click.echo(f"store: {store_origin(get_container())}")
     try:
         with ratchet_errors():
             manager = schema_manager(store)
+            if manager is None:
+                return
             before = manager.current_revision()
             manager.upgrade(revision)
             after = manager.current_revision()
@@ -119,6 +174,8 @@ def downgrade(revision: str, store_url: str | None) -> None:
     try:
         with ratchet_errors():
             manager = schema_manager(store)
+            if manager is None:
+                return
             manager.downgrade(revision)
             after = manager.current_revision()
     finally:
@@ -133,7 +190,10 @@ def current(store_url: str | None) -> None:
     store = job_store(store_url)
     try:
         with ratchet_errors():
-            revision = schema_manager(store).current_revision()
+            manager = schema_manager(store)
+            if manager is None:
+                return
+            revision = manager.current_revision()
     finally:
         store.close()
     click.echo(revision or "none")

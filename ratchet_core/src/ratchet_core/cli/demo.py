@@ -102,7 +102,9 @@ def demo_command(store_url: str, timeout: float) -> None:
     with ratchet_errors():
         container = get_container()
         store = container.job_store()
-        schema_manager(store).upgrade()
+        manager = schema_manager(store)
+        if manager is not None:
+            manager.upgrade()
         out.print(f"[bold]Ratchet demo[/] - jobs are stored in {store_url}")
         scheduler: SchedulerService = container.scheduler()
         jobs = _enqueue_examples(scheduler)

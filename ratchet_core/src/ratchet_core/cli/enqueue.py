@@ -9,7 +9,7 @@ import click
 
 from ratchet_api.model import JobPriority
 from ratchet_core.cli import get_container, import_object
-from ratchet_core.cli.db import apply_url, ratchet_errors, url_option
+from ratchet_core.cli.db import apply_url, ratchet_errors, require_existing_database, url_option
 from ratchet_core.scheduler import SchedulerService
 
 
@@ -76,7 +76,9 @@ def enqueue_command(  # noqa: PLR0917 - click passes options positionally
         keyword[name.strip()] = _json_or_text(raw)
     apply_url(store_url)
     with ratchet_errors():
-        scheduler: SchedulerService = get_container().scheduler()
+        container = get_container()
+        require_existing_database(container)
+        scheduler: SchedulerService = container.scheduler()
         builder = scheduler.job(fn).args(*(_json_or_text(a) for a in args)).kwargs(**keyword)
         if delay:
             builder.delay(delay)

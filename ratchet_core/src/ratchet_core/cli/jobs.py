@@ -14,7 +14,15 @@ from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.cli import get_container
-from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
+from ratchet_core.cli.db import (
+    apply_url,
+    console,
+    parse_job_id,
+    ratchet_errors,
+    require_existing_database,
+    url_option,
+)
+from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
 from ratchet_core.workflow.view import draw, workflow_of
 
@@ -30,7 +38,9 @@ STATUS_STYLES = {
 def _scheduler(store_url: str | None) -> SchedulerService:
     apply_url(store_url)
     with ratchet_errors():
-        scheduler: SchedulerService = get_container().scheduler()
+        container = get_container()
+        require_existing_database(container)
+        scheduler: SchedulerService = container.scheduler()
     return scheduler
 
 
@@ -45,6 +55,25 @@ def _short(text: str | None, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+DJANGO_TASK_TAG = "django-task:"
+"""The tag the Django Tasks backend gives each job (``ratchet_core.contrib.django.tasks``)."""
+
+
+def django_task(job: JobEntity) -> str | None:
+    """The dotted path of the Django task a job runs (its target is the backend's shared
+    ``execute_django_task``), or None for any other job."""
+    for tag in job.tags:
+        if tag.startswith(DJANGO_TASK_TAG):
+            return tag[len(DJANGO_TASK_TAG) :]
+    return None
+
+
+def shown_target(job: JobEntity) -> str:
+    """What a listing shows as the job's target: a Django task's own path, else the target."""
+    task = django_task(job)
+    return f"{task} (django task)" if task else job.target
+
+
 def _job_dict(job: JobEntity, detail: JobDetail) -> dict[str, Any]:
     """The job's fields, with the result and error as the readable (decrypted, masked) view
     shows them."""
@@ -52,6 +81,7 @@ def _job_dict(job: JobEntity, detail: JobDetail) -> dict[str, Any]:
         "id": str(job.id),
         "status": job.status.value,
         "target": job.target,
+        "django_task": django_task(job),
         "priority": job.priority.name.lower(),
         "attempt": job.attempt,
         "max_retries": job.max_retries,
@@ -126,7 +156,7 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
         table.add_row(
             str(job.id),
             f"[{STATUS_STYLES.get(job.status, 'white')}]{job.status.value}[/]",
-            job.target,
+            shown_target(job),
             f"{job.attempt}/{job.max_retries + 1}",
             _when(job.scheduled_at),
             _when(job.finished_at),

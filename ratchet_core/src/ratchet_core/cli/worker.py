@@ -152,8 +152,9 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
 
     _configure_logging(log_level)
     container = get_container(ctx)
+    upgrade_command = getattr(state, "upgrade_command", "ratchet db upgrade")
     try:
-        require_schema(container.job_store())
+        require_schema(container.job_store(), upgrade_command=upgrade_command)
         worker = container.worker()
     except RatchetError as exc:
         raise click.ClickException(str(exc)) from exc

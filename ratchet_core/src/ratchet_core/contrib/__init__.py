@@ -55,17 +55,38 @@ def new_ratchet_container(**kwargs: Any) -> RatchetDynamicContainer:
 
 def insert_config_source(
     container: RatchetDynamicContainer, source: RatchetConfigSource, *, position: int = 1
-) -> None:
+) -> providers.Object[RatchetConfigSource]:
     """Put ``source`` into the container's configuration chain at ``position`` (0 is the highest
     precedence; the default 1 places it right after the explicit ``overrides`` dict, before the
     environment and the TOML file). Resets an already created ``settings`` singleton so that the
-    next lookup sees the new chain."""
+    next lookup sees the new chain. Returns the provider inserted (for
+    :func:`remove_config_source`)."""
     chain: Any = container.config_sources
     current = list(chain.args)
-    current.insert(position, providers.Object(source))
+    provider = providers.Object(source)
+    current.insert(position, provider)
     chain.set_args(*current)
     settings: Any = container.settings
     settings.reset()
+    return provider
 
 
-__all__ = ["flatten_settings", "insert_config_source", "new_ratchet_container"]
+def remove_config_source(
+    container: RatchetDynamicContainer, provider: providers.Provider[Any]
+) -> None:
+    """Take a source put in by :func:`insert_config_source` out of the chain again (nothing when
+    it is not there) and reset the ``settings`` singleton."""
+    chain: Any = container.config_sources
+    current = [p for p in chain.args if p is not provider]
+    if len(current) != len(chain.args):
+        chain.set_args(*current)
+        settings: Any = container.settings
+        settings.reset()
+
+
+__all__ = [
+    "flatten_settings",
+    "insert_config_source",
+    "new_ratchet_container",
+    "remove_config_source",
+]

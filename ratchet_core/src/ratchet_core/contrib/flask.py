@@ -13,7 +13,8 @@
   (``db.session.commit()`` commits it with the view's rows, a rollback removes it) and wake-ups
   are sent after the session commits (the default ``AfterCommitRegistrar`` listens on the
   session);
-* ``flask ratchet worker|db|spi|jobs|enqueue``: Ratchet's commands on this app's container.
+* ``flask ratchet worker|db|spi|jobs|enqueue``: Ratchet's commands (``ratchet worker`` ...,
+  the same options) on this app's container.
 
 See ``docs/flask.md``.
 """
@@ -229,33 +230,14 @@ def ratchet_cli(ctx: click.Context) -> None:
     # Ratchet's commands find their state on the root context; Flask's ScriptInfo stays
     # reachable from this group (click hands a context's obj down to its subcommands).
     container = get_state(app).container
-    ctx.find_root().obj = CliState(container=container)
+    state = CliState(container=container, upgrade_command="flask ratchet db upgrade")
+    ctx.find_root().obj = state
     ctx.obj = info
     # Ratchet's commands close the store they used (right for a process that exits); drop the
-    # app's singletons afterwards so an app that lives on (tests, shells) opens fresh ones.
+    # app's singletons afterwards so an app that lives on (tests, shells) opens fresh ones, and
+    # the command's options (``worker -c 8``) with them.
     ctx.call_on_close(container.reset_singletons)
-
-
-@ratchet_cli.command("worker")
-@click.option("--burst", is_flag=True, help="Process the due jobs, then exit.")
-@click.option(
-    "--timeout",
-    type=float,
-    default=60.0,
-    show_default=True,
-    help="With --burst: give up after this many seconds (exit status 1).",
-)
-def worker_command(burst: bool, timeout: float) -> None:
-    """Run a Ratchet worker for this app (Ctrl-C or SIGTERM stops it gracefully)."""
-    from ratchet_api.errors import RatchetError
-    from ratchet_core.contrib._worker import run_worker, start_worker
-
-    try:
-        worker = start_worker(get_state().container, upgrade_command="flask ratchet db upgrade")
-    except RatchetError as exc:
-        raise click.ClickException(str(exc)) from exc
-    if not run_worker(worker, burst=burst, timeout=timeout, echo=click.echo):
-        raise click.ClickException(f"jobs were still due after {timeout} s")
+    ctx.call_on_close(state.restore)
 
 
 def _mount_ratchet_commands() -> None:

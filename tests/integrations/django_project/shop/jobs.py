@@ -25,3 +25,30 @@ def multiply(a: int, b: int) -> int:
 @task()
 def explode(message: str) -> None:
     raise ValueError(message)
+
+
+def greet(name: str) -> str:
+    """A plain job for the command-line tests (``manage.py ratchet_enqueue``)."""
+    return f"hello {name}"
+
+
+@task()
+def echo(value: object, **extra: object) -> object:
+    """Returns what it was given (argument normalisation is visible in the result)."""
+    return value
+
+
+@task()
+def nap(seconds: float) -> float:
+    import time
+
+    time.sleep(seconds)
+    return seconds
+
+
+@task()
+def always_fails(token: str) -> None:
+    try:
+        raise KeyError(token)
+    except KeyError as exc:
+        raise RuntimeError(f"payment with token={token} declined") from exc

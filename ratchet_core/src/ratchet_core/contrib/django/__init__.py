@@ -4,8 +4,11 @@
   (nested or dotted keys); without ``store.url`` the store is ``DATABASES["default"]``;
 * :func:`enqueue` / :func:`schedule`: write the job in the view's ``transaction.atomic()`` block
   (rollback: no job; commit: the job runs);
-* :func:`get_scheduler` / :func:`get_container`: the project's scheduler and container;
-* management commands ``ratchet_worker``, ``ratchet_migrate``, ``ratchet_jobs``, ``ratchet_spi``;
+* :func:`get_scheduler` / :func:`get_container` / :func:`get_project_container`: the project's
+  scheduler, Ratchet container and own container (``RATCHET_CONTAINER``; ``RATCHET_WIRE`` lists
+  the modules wired to it for ``@inject``);
+* management commands ``ratchet_worker``, ``ratchet_migrate``, ``ratchet_db``, ``ratchet_jobs``,
+  ``ratchet_enqueue``, ``ratchet_spi``;
 * system checks ``ratchet.E001``... for a bad configuration;
 * a Tasks backend: ``TASKS = {"default": {"BACKEND": "ratchet_core.contrib.django.tasks.RatchetTaskBackend"}}``.
 
@@ -46,6 +49,16 @@ def app_config() -> RatchetAppConfig:
 def get_container() -> RatchetDynamicContainer:
     """The project's Ratchet container, configured from ``settings.RATCHET`` and built."""
     return app_config().container()
+
+
+def get_project_container() -> Any:
+    """The project's own container, the one ``settings.RATCHET_CONTAINER`` names, as Ratchet's
+    Django app built and configured it (its nested Ratchet container follows ``DATABASES`` and
+    ``RATCHET``); the Ratchet container itself without that setting. Use it instead of calling
+    your container factory again inside Django: a container you create yourself knows nothing
+    of Django's settings. Modules in ``settings.RATCHET_WIRE`` are wired to it, so views can
+    take ``Provide[ProjectContainer.ratchet.scheduler]``."""
+    return app_config().project_container()
 
 
 def get_scheduler() -> JobScheduler:
@@ -97,6 +110,7 @@ __all__ = [
     "database_alias",
     "enqueue",
     "get_container",
+    "get_project_container",
     "get_scheduler",
     "schedule",
 ]

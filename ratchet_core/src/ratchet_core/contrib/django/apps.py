@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.db.models.signals import post_migrate
 
 from ratchet_core.container import RatchetDynamicContainer
@@ -25,14 +26,21 @@ class RatchetAppConfig(AppConfig):
         super().__init__(app_name, app_module)
         self._lock = threading.RLock()
         self._container: RatchetDynamicContainer | None = None
+        self._project: Any = None
         self._fingerprint: object = None
         self._joinable = False
 
     def ready(self) -> None:
         from ratchet_core.contrib.django import checks  # noqa: F401 - registers the checks
         from ratchet_core.contrib.django.migrate import migrate_after_django
+        from ratchet_core.contrib.django.wiring import WIRE_SETTING
 
         post_migrate.connect(migrate_after_django, sender=self)
+        if getattr(settings, WIRE_SETTING, None):
+            # Views are wired before the first request; a bad configuration is left to the
+            # system checks (ratchet.E00x), which report it better than a failed start.
+            with contextlib.suppress(Exception):
+                self.container()
 
     def container(self) -> RatchetDynamicContainer:
         """The built Ratchet container of this project. Raises ``RatchetError`` subclasses for a
@@ -43,11 +51,18 @@ class RatchetAppConfig(AppConfig):
         with self._lock:
             if self._container is None or current != self._fingerprint:
                 old = self._container
-                self._container, self._joinable = build_container()
+                self._container, self._joinable, self._project = build_container()
                 self._fingerprint = current
                 if old is not None:
                     _close_quietly(old)
             return self._container
+
+    def project_container(self) -> Any:
+        """The application's container built from ``RATCHET_CONTAINER`` (configured from
+        Django's settings, its Ratchet container following ``DATABASES``), or the Ratchet
+        container without that setting."""
+        self.container()
+        return self._project
 
     def joins_django_transactions(self) -> bool:
         """True when the store lives in the Django database it follows, so enqueue can write

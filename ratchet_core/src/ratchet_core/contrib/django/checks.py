@@ -134,7 +134,7 @@ def task_backend_messages(backend: Any) -> list[checks.CheckMessage]:
     from ratchet_core.contrib.django import get_container
     from ratchet_core.contrib.django.conf import CONTRIB_PACKAGE
 
-    target = f"{CONTRIB_PACKAGE}.tasks.run_django_task"
+    target = f"{CONTRIB_PACKAGE}.tasks.execute_django_task"
     try:
         policy = get_container().class_policy()
     except (RatchetError, ImportError, LookupError):

@@ -7,7 +7,7 @@
 Written against Django 6's ``django.tasks``; on Django 5.x it uses the ``django-tasks`` backport
 (module ``django_tasks``, the reference implementation ``django.tasks`` was merged from), which
 ``ratchet-core[django]`` installs. ``task.enqueue()`` writes a Ratchet job whose target is
-:func:`run_django_task` (so the ClassPolicy allowlist covers ``ratchet_core.contrib.django``
+:func:`execute_django_task` (so the ClassPolicy allowlist covers ``ratchet_core.contrib.django``
 and the task's own module); ``TaskResult.id`` is the job id; ``get_result`` and
 ``TaskResult.refresh()`` read status, return value and errors back from the Ratchet store.
 
@@ -23,20 +23,25 @@ retry, so ``0`` gives their behaviour) and ``TRANSACTIONAL`` (default True: insi
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
 import attrs
 from django.db import close_old_connections
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from ratchet_api.errors import ClassNotAllowedError, JobNotFoundError, RatchetError
+from ratchet_api.ids import uuid7_time_ms
 from ratchet_api.model import JobPriority, JobStatus
 from ratchet_api.scheduler import JobContext
-from ratchet_api.store.entities import JobEntity
+from ratchet_core.contrib.django.task_history import (
+    AttemptError,
+    exception_class_path,
+    task_history,
+)
 
 if TYPE_CHECKING:  # checked against the backport's typed API
     from django_tasks import TaskResultStatus, task_backends
@@ -44,6 +49,8 @@ if TYPE_CHECKING:  # checked against the backport's typed API
     from django_tasks.base import Task, TaskContext, TaskError, TaskResult
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
     from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
     TASKS_MODULE = "django_tasks"
 else:
@@ -52,6 +59,8 @@ else:
         from django.tasks.backends.base import BaseTaskBackend
         from django.tasks.base import Task, TaskContext, TaskError, TaskResult
         from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+        from django.tasks.signals import task_enqueued, task_finished, task_started
+        from django.utils.json import normalize_json
 
         TASKS_MODULE = "django.tasks"
     except ImportError:  # Django 5.x with the django-tasks backport
@@ -60,6 +69,8 @@ else:
         from django_tasks.base import Task, TaskContext, TaskError, TaskResult
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.utils import normalize_json
 
         TASKS_MODULE = "django_tasks"
 
@@ -96,14 +107,6 @@ def job_priority(priority: int) -> JobPriority:
     return JobPriority.CRITICAL
 
 
-def _json_value(value: Any) -> Any:
-    """The task's return value as JSON (what Django's backends store), or a clear error."""
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"a task's return value must be JSON serializable: {exc}") from exc
-
-
 def _load_task(task_path: str) -> Task[Any, Any]:
     task = import_string(task_path)
     if not isinstance(task, Task):
@@ -118,6 +121,27 @@ def _check_allowed(task_path: str) -> None:
         raise ClassNotAllowedError(task_path, "Django task")
 
 
+def _task_options(task: Task[Any, Any]) -> dict[str, Any]:
+    """What ``task.using(...)`` may have changed, as stored with the job."""
+    return {
+        "priority": task.priority,
+        "queue_name": task.queue_name,
+        "run_after": task.run_after.isoformat() if task.run_after is not None else None,
+    }
+
+
+def _with_options(task: Task[Any, Any], options: Mapping[str, Any] | None, alias: str) -> Any:
+    """``task`` as it was enqueued: ``task.using(...)`` with the stored options."""
+    options = options or {}
+    run_after = options.get("run_after")
+    return task.using(
+        priority=options.get("priority"),
+        queue_name=options.get("queue_name"),
+        run_after=datetime.fromisoformat(run_after) if run_after else None,
+        backend=alias,
+    )
+
+
 def run_django_task(
     task_path: str,
     args: list[Any],
@@ -125,10 +149,30 @@ def run_django_task(
     backend: str | None = None,
     context: JobContext | None = None,
 ) -> Any:
+    """The job target of tasks enqueued by earlier versions (its parameters must not change:
+    a worker refuses a job whose target's parameters changed since it was enqueued)."""
+    return execute_django_task(task_path, args, kwargs, backend=backend, context=context)
+
+
+def execute_django_task(
+    task_path: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    *,
+    backend: str | None = None,
+    options: dict[str, Any] | None = None,
+    context: JobContext | None = None,
+) -> Any:
     """The Ratchet job target behind every task: import the ``@task`` named by ``task_path``
     (``module.function``), check it against the ClassPolicy, call it with ``args``/``kwargs``
-    (a ``TaskContext`` first when the task ``takes_context``; its result is this job's, read
-    from the store) and return its JSON result. ``context`` is supplied by the worker.
+    (a ``TaskContext`` first when the task ``takes_context``) and return its JSON-normalised
+    result. ``context`` is supplied by the worker; ``options`` are the task's ``using()``
+    options at enqueue.
+
+    Sends Django's ``task_started`` before the call and ``task_finished`` after it (each
+    attempt; status FAILED with the attempt's error when it raised), so the ``django_tasks``
+    logger logs as with Django's own backends. A failed attempt's exception class path and
+    sanitized traceback are kept for ``get_result``.
 
     Runs on a worker thread: Django database connections of this thread are closed when
     unusable or past ``CONN_MAX_AGE`` before and after, as Django does around a request."""
@@ -139,20 +183,45 @@ def run_django_task(
 
         django.setup()
     _check_allowed(task_path)
-    task = _load_task(task_path)
+    alias = backend or _load_task(task_path).backend
     close_old_connections()
     try:
-        if task.takes_context:
-            alias = backend or task.backend
-            if context is None:
-                raise RuntimeError(f"{task_path} takes a context: run it on a Ratchet worker")
-            context_result = backend_for(alias).get_result(str(context.job_id))
-            value = task.call(TaskContext(task_result=context_result), *args, **kwargs)
-        else:
-            value = task.call(*args, **kwargs)
-        return _json_value(value)
+        if context is None:  # called directly, not by a worker: no result to report
+            return normalize_json(_load_task(task_path).call(*args, **kwargs))
+        ratchet_backend = backend_for(alias)
+        running = ratchet_backend.running_result(task_path, args, kwargs, options, context)
+        task = running.task
+        task_started.send(sender=type(ratchet_backend), task_result=running)
+        try:
+            if task.takes_context:
+                value = task.call(TaskContext(task_result=running), *args, **kwargs)
+            else:
+                value = task.call(*args, **kwargs)
+            value = normalize_json(value)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            error = ratchet_backend.record_failure(context, exc)
+            failed = _evolve(
+                running,
+                status=TaskResultStatus.FAILED,
+                finished_at=timezone.now(),
+                errors=[*running.errors, error],
+            )
+            task_finished.send(sender=type(ratchet_backend), task_result=failed)
+            raise
+        finished = _evolve(running, status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now())
+        object.__setattr__(finished, "_return_value", value)
+        task_finished.send(sender=type(ratchet_backend), task_result=finished)
+        return value
     finally:
         close_old_connections()
+
+
+def _evolve(result: TaskResult[Any], **changes: Any) -> TaskResult[Any]:
+    evolved = dataclasses.replace(result, **changes)
+    object.__setattr__(evolved, "_return_value", result._return_value)
+    return evolved
 
 
 def backend_for(alias: str) -> RatchetTaskBackend:
@@ -191,15 +260,19 @@ class RatchetTaskBackend(BaseTaskBackend):
     def enqueue(
         self, task: Task[Any, T], args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> TaskResult[T]:
+        """Write the task as a Ratchet job and send ``task_enqueued``. Arguments are
+        normalised as Django's backends do (tuples become lists, ``bytes`` are decoded as
+        UTF-8); anything else that is not JSON raises ``TypeError`` (undecodable bytes
+        ``ValueError``), here and not on the worker."""
         from ratchet_core.contrib.django.submit import submit_invocation
 
         self.validate_task(task)
-        args_list = _normalize(list(args), "args")
-        kwargs_dict = _normalize(dict(kwargs), "kwargs")
+        args_list: list[Any] = normalize_json(list(args))
+        kwargs_dict: dict[str, Any] = normalize_json(dict(kwargs))
         job_id = submit_invocation(
-            run_django_task,
+            execute_django_task,
             (task.module_path, args_list, kwargs_dict),
-            {"backend": self.alias},
+            {"backend": self.alias, "options": _task_options(task)},
             when=task.run_after,
             priority=job_priority(task.priority),
             tags=(
@@ -209,18 +282,21 @@ class RatchetTaskBackend(BaseTaskBackend):
             max_retries=self.max_retries,
             transactional=self.transactional,
         )
-        return self._result(
+        result: TaskResult[T] = self._result(
             task,
             str(job_id),
             TaskResultStatus.READY,
             args_list,
             kwargs_dict,
-            enqueued_at=None,
+            enqueued_at=enqueued_at(job_id, None),
         )
+        task_enqueued.send(sender=type(self), task_result=result)
+        return result
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
         from ratchet_core.codec import PayloadCodec
-        from ratchet_core.contrib.django import get_scheduler
+        from ratchet_core.contrib.django import get_container, get_scheduler
+        from ratchet_core.payload import decode_invocation
 
         try:
             job_id = UUID(str(result_id))
@@ -237,20 +313,23 @@ class RatchetTaskBackend(BaseTaskBackend):
             task_path, args, kwargs = invocation.args[0], invocation.args[1], invocation.args[2]
         except (RatchetError, IndexError, ValueError) as exc:
             raise TaskResultDoesNotExist(f"job {job_id} is not a Django task: {exc}") from exc
-        task = _load_task(str(task_path))
+        task = _with_options(
+            _load_task(str(task_path)), invocation.kwargs.get("options"), self.alias
+        )
         status = task_status(entity.status)
+        history = task_history(get_container().job_store(), entity)
         result = self._result(
             task,
             str(job_id),
             status,
             list(args),
             dict(kwargs),
-            enqueued_at=entity.created_at,
-            started_at=entity.started_at,
-            finished_at=entity.finished_at if status in _FINISHED else None,
-            last_attempted_at=entity.started_at,
-            errors=_errors(entity),
-            worker_ids=_worker_ids(entity),
+            enqueued_at=enqueued_at(job_id, entity.created_at),
+            started_at=history.started_at,
+            finished_at=history.finished_at if status in _FINISHED else None,
+            last_attempted_at=history.last_attempted_at,
+            errors=[_task_error(e) for e in history.errors],
+            worker_ids=history.worker_ids,
         )
         if entity.status is JobStatus.SUCCEEDED:
             try:
@@ -259,6 +338,61 @@ class RatchetTaskBackend(BaseTaskBackend):
                 raise TaskResultDoesNotExist(result_id) from None
             object.__setattr__(result, "_return_value", value)
         return result
+
+    def running_result(
+        self,
+        task_path: str,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        options: Mapping[str, Any] | None,
+        context: JobContext,
+    ) -> TaskResult[Any]:
+        """The result of the attempt ``context`` describes, as it starts on this worker (what
+        ``task_started`` receivers and a ``TaskContext`` get). Reads the store only for a
+        retried task (the earlier attempts' times and errors)."""
+        from ratchet_core.contrib.django import get_container
+
+        container = get_container()
+        task = _with_options(_load_task(task_path), options, self.alias)
+        now = timezone.now()
+        started_at: datetime = now
+        errors: list[Any] = []
+        workers: list[str] = []
+        if context.attempt > 1:
+            store = container.job_store()
+            entity = store.find_by_id(context.job_id)
+            if entity is not None:
+                history = task_history(store, entity)
+                started_at = history.started_at or now
+                errors = [_task_error(e) for e in history.errors]
+                workers = history.worker_ids[: context.attempt - 1]
+        workers.append(container.node_identity_provider().get_node_id())
+        return self._result(
+            task,
+            str(context.job_id),
+            TaskResultStatus.RUNNING,
+            args,
+            kwargs,
+            enqueued_at=enqueued_at(context.job_id, None),
+            started_at=started_at,
+            last_attempted_at=now,
+            errors=errors,
+            worker_ids=workers,
+        )
+
+    def record_failure(self, context: JobContext, error: BaseException) -> Any:
+        """Keep the failed attempt's exception class path and sanitized traceback (the
+        project's ``ErrorSanitizer``) with the job; the ``TaskError`` for it."""
+        from ratchet_core.contrib.django import get_container
+        from ratchet_core.contrib.django.task_history import record_failure
+        from ratchet_core.contrib.django.tracebacks import sanitized_traceback
+
+        container = get_container()
+        kind = type(error)
+        path = f"{kind.__module__}.{kind.__qualname__}"
+        traceback = sanitized_traceback(error, container.error_sanitizer())
+        record_failure(container.job_store(), context.job_id, context.attempt, path, traceback)
+        return TaskError(exception_class_path=path, traceback=traceback)
 
     def _result(
         self,
@@ -314,48 +448,27 @@ class RatchetTaskBackend(BaseTaskBackend):
 _FINISHED = frozenset({TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED})
 
 
-def _normalize(value: Any, what: str) -> Any:
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        raise InvalidTask(f"task {what} must be JSON serializable: {exc}") from exc
+def enqueued_at(job_id: UUID, created_at: datetime | None) -> datetime | None:
+    """When the task was enqueued: the millisecond a UUIDv7 job id encodes (known at enqueue
+    and the same on every read, so the enqueued result equals a fetched one), else
+    ``created_at``."""
+    if job_id.version != 7:
+        return created_at
+    millis = uuid7_time_ms(job_id)
+    return datetime.fromtimestamp(millis // 1000, UTC) + timedelta(milliseconds=millis % 1000)
 
 
-def _errors(entity: JobEntity) -> list[Any]:
-    """The job's last error as Django ``TaskError`` (Ratchet keeps the last one per job)."""
-    if not entity.last_error:
-        return []
-    return [
-        TaskError(
-            exception_class_path=exception_class_path(entity.last_error),
-            traceback=entity.last_error,
-        )
-    ]
-
-
-def exception_class_path(error: str) -> str:
-    """The dotted exception class named at the start of a stored error
-    (``"mypkg.errors.PaymentError: card declined"`` or ``"ValueError: bad"``); builtins get
-    the ``builtins.`` prefix Django's ``TaskError.exception_class`` imports."""
-    head = error.strip().splitlines()[0] if error.strip() else ""
-    if head.startswith("Traceback"):
-        lines = [line for line in error.strip().splitlines() if line and not line[0].isspace()]
-        head = lines[-1] if lines else ""
-    name = head.split(":", 1)[0].strip()
-    if not name or " " in name:
-        return "builtins.Exception"
-    return name if "." in name else f"builtins.{name}"
-
-
-def _worker_ids(entity: JobEntity) -> list[str]:
-    return [entity.owner or "ratchet"] * entity.attempt
+def _task_error(error: AttemptError) -> Any:
+    return TaskError(exception_class_path=error.exception_class_path, traceback=error.traceback)
 
 
 __all__ = [
     "TASKS_MODULE",
     "RatchetTaskBackend",
     "backend_for",
+    "enqueued_at",
     "exception_class_path",
+    "execute_django_task",
     "job_priority",
     "run_django_task",
     "task_status",

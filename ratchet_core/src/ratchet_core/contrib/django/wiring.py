@@ -29,6 +29,7 @@ from ratchet_core.contrib.django.conf import (
 )
 
 ORIGIN = "ratchet Django integration"
+WIRE_SETTING = "RATCHET_WIRE"
 _WIRED = "_ratchet_django_wiring"
 
 
@@ -41,6 +42,7 @@ def fingerprint() -> object:
     return (
         repr(getattr(settings, "RATCHET", None)),
         repr(getattr(settings, CONTAINER_SETTING, None)),
+        repr(getattr(settings, WIRE_SETTING, None)),
         databases,
     )
 
@@ -59,11 +61,12 @@ def load_application_container() -> Any:
     return obj
 
 
-def build_container() -> tuple[RatchetDynamicContainer, bool]:
+def build_container() -> tuple[RatchetDynamicContainer, bool, Any]:
     """The Ratchet container (the application's nested one, or a new ``RatchetContainer``)
     configured from Django settings, with ``transaction.on_commit`` as after-commit registrar,
-    built (alternatives applied). Returns it and whether enqueue can join Django transactions
-    (the store lives in the Django database it follows)."""
+    built (alternatives applied). Returns it, whether enqueue can join Django transactions
+    (the store lives in the Django database it follows) and the application's container (the
+    Ratchet container itself without ``RATCHET_CONTAINER``), wired to ``RATCHET_WIRE``."""
     source = DjangoSettingsSource(ratchet_settings())
     app_container = load_application_container()
     ratchet = (
@@ -121,7 +124,28 @@ def build_container() -> tuple[RatchetDynamicContainer, bool]:
     ratchet.build()
     settings_now = ratchet.settings()
     joinable = url is not None and settings_now.get(STORE_URL) == url
-    return ratchet, joinable
+    project = app_container if app_container is not None else ratchet
+    modules = wired_modules()
+    if modules:
+        project.wire(modules=modules)
+    return ratchet, joinable, project
 
 
-__all__ = ["ORIGIN", "build_container", "fingerprint", "load_application_container"]
+def wired_modules() -> list[str]:
+    """``settings.RATCHET_WIRE``: modules (views) whose ``@inject`` functions get the project
+    container's ``Provide[...]`` markers; ``ConfigurationError`` for anything but names."""
+    value = getattr(settings, WIRE_SETTING, None) or []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        raise ConfigurationError(WIRE_SETTING, "must be a list of module names")
+    return list(items)
+
+
+__all__ = [
+    "ORIGIN",
+    "WIRE_SETTING",
+    "build_container",
+    "fingerprint",
+    "load_application_container",
+    "wired_modules",
+]

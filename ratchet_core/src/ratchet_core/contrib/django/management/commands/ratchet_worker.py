@@ -1,42 +1,33 @@
-"""``manage.py ratchet_worker [--burst] [--timeout S]``: run a Ratchet worker in this project."""
+"""``manage.py ratchet_worker``: ``ratchet worker`` on this project's container (the same
+options), plus ``--queue NAME`` to run the tasks of one Django Tasks queue only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
-from ratchet_api.errors import RatchetError
+from ratchet_core.cli.worker import worker_command
+from ratchet_core.contrib.django.clicommand import ClickCommand
 
 
-class Command(BaseCommand):
-    help = (
-        "Run a Ratchet worker with the project's settings (Ctrl-C or SIGTERM stops it "
-        "gracefully). --burst processes the due jobs and exits."
-    )
+class Command(ClickCommand):
+    click_command = worker_command
 
     def add_arguments(self, parser: CommandParser) -> None:
+        super().add_arguments(parser)
         parser.add_argument(
-            "--burst",
-            action="store_true",
-            help="Run until no due job is left, then exit (status 1 if --timeout passed first).",
-        )
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=60.0,
-            help="With --burst: give up after this many seconds (default 60).",
+            "--queue",
+            metavar="NAME",
+            help="Only run Django tasks of this queue (queue_name): claims only jobs tagged "
+            "django-queue:NAME (node.tags.required). Plain Ratchet jobs carry no queue tag, "
+            "so a worker with --queue does not run them.",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        from ratchet_core.contrib._worker import run_worker, start_worker
-        from ratchet_core.contrib.django import get_container
+    def settings_from(self, options: dict[str, Any]) -> dict[str, str]:
+        from ratchet_core.contrib.django.tasks import QUEUE_TAG_PREFIX
 
-        try:
-            worker = start_worker(get_container(), upgrade_command="manage.py ratchet_migrate")
-        except RatchetError as exc:
-            raise CommandError(str(exc)) from exc
-        if not run_worker(
-            worker, burst=options["burst"], timeout=options["timeout"], echo=self.stdout.write
-        ):
-            raise CommandError(f"jobs were still due after {options['timeout']} s")
+        queue = options.get("queue")
+        if not queue:
+            return {}
+        return {"node.tags.required": f"{QUEUE_TAG_PREFIX}{queue}"}
