@@ -61,7 +61,6 @@ from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
 from ratchet_core.detail import JobDetailReader
-from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties

@@ -341,9 +341,7 @@ class FeaturesMixin(MongoBase):
             )
             return result.modified_count == 1
         # a terminal expiry counts the job in its batch in the same unit of work
-        return self._finish_one(
-            query, set_stage(values, now=("finished_at", "updated_at")), False
-        )
+        return self._finish_one(query, set_stage(values, now=("finished_at", "updated_at")), False)
 
     @translated("find_jobs_by_signal_key")
     def find_jobs_by_signal_key(self, signal_key: str, limit: int) -> list[JobEntity]:

@@ -22,7 +22,6 @@ from ratchet_core.cli.db import (
     require_existing_database,
     url_option,
 )
-from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
 from ratchet_core.workflow.view import draw, workflow_of
 

@@ -296,7 +296,6 @@ class RatchetTaskBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> TaskResult[Any]:
         from ratchet_core.codec import PayloadCodec
         from ratchet_core.contrib.django import get_container, get_scheduler
-        from ratchet_core.payload import decode_invocation
 
         try:
             job_id = UUID(str(result_id))
