@@ -16,7 +16,7 @@ import copy
 import logging
 import logging.handlers
 import queue
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ratchet_api.errors import StoreError
 
@@ -67,30 +67,76 @@ class _RecordQueueHandler(logging.handlers.QueueHandler):
 
 
 def start_queued_logging(
-    handlers: Sequence[logging.Handler], *, level: int = logging.WARNING
+    handlers: Sequence[logging.Handler], *, level: int | None = logging.WARNING
 ) -> logging.handlers.QueueListener:
     """Route the root logger through a queue to ``handlers`` on a listener thread.
 
-    Replaces the root logger's handlers, sets its level to ``level``, adds
+    Replaces the root logger's handlers, sets its level to ``level`` (None: unchanged), adds
     :class:`CompactTransientErrors` to each handler and starts the listener (stopped at
     interpreter exit, after the queued records are handled). Returns the listener; call
-    ``stop()`` to flush and end it earlier."""
+    :func:`stop_queued_logging` to flush it and give the root logger its handlers back."""
     records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    compact = CompactTransientErrors()
     for handler in handlers:
-        handler.addFilter(CompactTransientErrors())
+        handler.addFilter(compact)
     listener = logging.handlers.QueueListener(records, *handlers, respect_handler_level=True)
     root = logging.getLogger()
-    for old in list(root.handlers):
+    previous = (list(root.handlers), root.level)
+    for old in previous[0]:
         root.removeHandler(old)
-    root.addHandler(_RecordQueueHandler(records))
-    root.setLevel(level)
+    queued = _RecordQueueHandler(records)
+    root.addHandler(queued)
+    if level is not None:
+        root.setLevel(level)
     listener.start()
     _listeners.append(listener)
+    _restore[id(listener)] = (queued, compact, previous)
     atexit.register(flush_queued_logging)
     return listener
 
 
+def start_queued_logging_keeping_handlers(
+    default: Callable[[], logging.Handler],
+) -> logging.handlers.QueueListener:
+    """:func:`start_queued_logging` for a command that may run inside an application (a
+    ``manage.py`` or ``flask`` command, a test): the root logger's existing handlers (the
+    application's logging configuration) move behind the queue unchanged and its level stays;
+    only a process with no handler at all gets ``default()`` at WARNING."""
+    existing = list(logging.getLogger().handlers)
+    if existing:
+        return start_queued_logging(existing, level=None)
+    return start_queued_logging([default()], level=logging.WARNING)
+
+
+def stop_queued_logging(listener: logging.handlers.QueueListener, timeout: float = 2.0) -> None:
+    """Handle the records queued so far, stop ``listener`` and give the root logger back the
+    handlers and level it had before :func:`start_queued_logging`. Never raises."""
+    thread = listener._thread
+    if thread is not None:
+        with contextlib.suppress(Exception):
+            listener.enqueue_sentinel()
+            thread.join(timeout)
+        listener._thread = None
+    if listener in _listeners:
+        _listeners.remove(listener)
+    restore = _restore.pop(id(listener), None)
+    if restore is None:
+        return
+    queued, compact, (handlers, level) = restore
+    root = logging.getLogger()
+    root.removeHandler(queued)
+    for handler in handlers:
+        handler.removeFilter(compact)
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+
+
 _listeners: list[logging.handlers.QueueListener] = []
+_restore: dict[
+    int,
+    tuple[logging.Handler, logging.Filter, tuple[list[logging.Handler], int]],
+] = {}
 
 
 def flush_queued_logging(timeout: float = 2.0) -> None:
@@ -117,4 +163,6 @@ __all__ = [
     "is_transient",
     "one_line",
     "start_queued_logging",
+    "start_queued_logging_keeping_handlers",
+    "stop_queued_logging",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import os
 import sys
 import time
@@ -41,18 +42,29 @@ def _summary(stats: Any) -> str:
     )
 
 
-def _configure_logging(level: str) -> None:
+def _console_handler() -> logging.Handler:
+    if not sys.stderr.isatty():
+        # Plain lines for log files and process managers (and no rich import: footprint).
+        plain = logging.StreamHandler(sys.stderr)
+        plain.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+        return plain
     from rich.logging import RichHandler
-
-    from ratchet_core.logs import start_queued_logging
 
     handler = RichHandler(console=_stderr(), show_path=False, rich_tracebacks=True)
     handler.setFormatter(logging.Formatter("%(message)s"))
+    return handler
+
+
+def _configure_logging(level: str) -> logging.handlers.QueueListener:
+    from ratchet_core.logs import start_queued_logging_keeping_handlers
+
     # Rendering (seconds per rich traceback) happens on a listener thread, never on the
-    # heartbeat, completion or job threads that log. Libraries (alembic, drivers) log at
-    # WARNING; Ratchet's own loggers at the chosen level.
-    start_queued_logging([handler], level=logging.WARNING)
+    # heartbeat, completion or job threads that log. An application's own logging setup
+    # (manage.py, flask) is kept; a bare process logs libraries (alembic, drivers) at WARNING
+    # and Ratchet's own loggers at the chosen level.
+    listener = start_queued_logging_keeping_handlers(_console_handler)
     logging.getLogger("ratchet").setLevel(level.upper())
+    return listener
 
 
 def _stderr() -> Any:
@@ -133,9 +145,6 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
       ratchet --set store.url=postgresql+psycopg://localhost/app worker --targets gpu
       ratchet worker --burst          # run what is due, then exit
     """
-    from ratchet_core.cli import get_container
-    from ratchet_core.stores import require_schema
-
     overrides: dict[str, str] = {}
     if concurrency is not None:
         overrides["worker.concurrency"] = str(concurrency)
@@ -150,7 +159,20 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
     if overrides and state is not None and hasattr(state, "settings"):
         state.settings.update(overrides)
 
-    _configure_logging(log_level)
+    listener = _configure_logging(log_level)
+    try:
+        _run(ctx, burst, burst_timeout, status)
+    finally:
+        from ratchet_core.logs import stop_queued_logging
+
+        stop_queued_logging(listener)
+
+
+def _run(ctx: click.Context, burst: bool, burst_timeout: float, status: bool | None) -> None:
+    from ratchet_core.cli import get_container
+    from ratchet_core.stores import require_schema
+
+    state = ctx.find_root().obj
     container = get_container(ctx)
     upgrade_command = getattr(state, "upgrade_command", "ratchet db upgrade")
     try:
