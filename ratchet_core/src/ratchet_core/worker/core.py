@@ -113,6 +113,7 @@ from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate
+from ratchet_core.worker.tracebacks import sanitized_traceback
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -1037,16 +1038,43 @@ class Worker:
                 cause=exc,
             )
             delay = decision.delay
-        self._write_failure(job, message, delay, elapsed)
+        trace = sanitized_traceback(exc, self._sanitizer)
+        self._write_failure(job, message, delay, elapsed, trace)
         with self._lock:
             self._disown(job)
         self._release_slot(job)
 
     def _write_failure(
-        self, job: ClaimedJob, message: str, delay: timedelta | None, elapsed: int
+        self,
+        job: ClaimedJob,
+        message: str,
+        delay: timedelta | None,
+        elapsed: int,
+        trace: str | None = None,
     ) -> None:
-        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim."""
+        """Log the failed attempt (WARNING when retried, ERROR for the dead letter, with the
+        sanitized traceback) and schedule the retry after ``delay`` (None: dead letter),
+        fenced by the claim."""
         entity = job.entity
+        if delay is not None:
+            _log.warning(
+                "job %s (%s): attempt %d failed, retried in %.1fs: %s%s",
+                entity.id,
+                entity.target,
+                entity.attempt,
+                delay.total_seconds(),
+                message,
+                f"\n{trace}" if trace else "",
+            )
+        else:
+            _log.error(
+                "job %s (%s): attempt %d failed, sent to the dead letter: %s%s",
+                entity.id,
+                entity.target,
+                entity.attempt,
+                message,
+                f"\n{trace}" if trace else "",
+            )
         if delay is not None:
             run_at = self._now() + delay
             applied = self._write(
@@ -1064,10 +1092,10 @@ class Worker:
             outcome = "failed"
         if applied:
             self._counters.add(outcome)
-            self._save_failure_record(job, message, elapsed)
+            self._save_failure_record(job, message, elapsed, trace)
         elif applied is False:
             self._counters.add("stale")
-            self._save_failure_record(job, message, elapsed, superseded=True)
+            self._save_failure_record(job, message, elapsed, trace, superseded=True)
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
                 "(cancelled or recovered elsewhere while running)",
@@ -1083,7 +1111,13 @@ class Worker:
             return None
 
     def _save_failure_record(
-        self, job: ClaimedJob, message: str, elapsed: int, *, superseded: bool = False
+        self,
+        job: ClaimedJob,
+        message: str,
+        elapsed: int,
+        trace: str | None,
+        *,
+        superseded: bool = False,
     ) -> None:
         if self._audit is None:
             return
@@ -1099,6 +1133,7 @@ class Worker:
                     finished_at=datetime.now(UTC),
                     duration_ms=elapsed,
                     error=message,
+                    traceback=trace,
                     superseded=superseded,
                 )
             )
@@ -1143,9 +1178,6 @@ class Worker:
         message = self._sanitizer.sanitize(exc)
         job.state = FINISHED
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
-        _log.warning(
-            "job %s (%s): attempt %d failed: %s", entity.id, entity.target, entity.attempt, message
-        )
         decision = decide_retry(
             self._retry_policy,
             attempt=entity.attempt,
@@ -1153,7 +1185,8 @@ class Worker:
             backoff=self._backoff(entity),
             cause=exc,
         )
-        self._write_failure(job, message, decision.delay, 0)
+        trace = sanitized_traceback(exc, self._sanitizer)
+        self._write_failure(job, message, decision.delay, 0, trace)
         with self._lock:
             self._disown(job)
             self._active -= 1
