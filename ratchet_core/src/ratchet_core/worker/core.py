@@ -46,22 +46,17 @@ import attrs
 
 from ratchet_api.errors import (
     CircuitBreakerOpenError,
-    ClassNotAllowedError,
     ConfigurationError,
-    InvalidTargetError,
-    PayloadError,
     SchedulerStoppedError,
     StoreError,
     TargetNotImportableError,
 )
 from ratchet_api.model import (
     BackoffPolicy,
-    JobLoggerContext,
     JobStatus,
     JobWakeupHint,
     ThreadingMode,
 )
-from ratchet_api.scheduler import JobContext
 from ratchet_api.spi import (
     BeanResolver,
     CircuitBreakerConfigProvider,
@@ -71,7 +66,6 @@ from ratchet_api.spi import (
     ExecutionTuningProvider,
     ExecutorProvider,
     JobInvocationResolver,
-    JobLogger,
     JobLoggerFactory,
     MetricsCollector,
     NodeIdentityProvider,
@@ -94,10 +88,9 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
-from ratchet_core.context import RunningJobContext
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
-from ratchet_core.payload import decode_backoff, decode_invocation
+from ratchet_core.payload import decode_backoff
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
@@ -108,6 +101,12 @@ from ratchet_core.worker.execution import (
     RUNNING,
     ClaimedJob,
 )
+from ratchet_core.worker.executor import (
+    REFUSED,
+    JobExecutor,
+    LazyJobLogger,
+    Outcome,
+)
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings
@@ -117,14 +116,6 @@ from ratchet_core.worker.tracebacks import sanitized_traceback
 
 _log = logging.getLogger("ratchet.worker")
 
-_REFUSED = (InvalidTargetError, ClassNotAllowedError, PayloadError)
-"""Dispatch-time refusals: the job can never run as stored, so it is not retried."""
-
-_JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
-"""What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
-``CancelledError`` escaping a coroutine are failed attempts, never a job left RUNNING with its
-slot taken. (``GeneratorExit`` is left alone: it closes an abandoned coroutine.)"""
-
 
 @attrs.define
 class _Gate:
@@ -133,48 +124,6 @@ class _Gate:
     limit: int
     running: int = 0
     waiting: deque[ClaimedJob] = attrs.field(factory=deque)
-
-
-class _LazyLogger:
-    """Creates the job logger on first use, so jobs that never log pay nothing."""
-
-    __slots__ = ("_context", "_factory", "logger")
-
-    def __init__(self, factory: JobLoggerFactory, context: JobLoggerContext) -> None:
-        self._factory = factory
-        self._context = context
-        self.logger: JobLogger | None = None
-
-    def get(self) -> JobLogger:
-        if self.logger is None:
-            self.logger = self._factory.create(self._context)
-        return self.logger
-
-    def finish(self) -> None:
-        logger = self.logger
-        if logger is None:
-            return
-        for name in ("flush", "close"):
-            method = getattr(logger, name, None)
-            if callable(method):
-                try:
-                    method()
-                except Exception:  # noqa: BLE001 - logging never fails a job
-                    _log.debug("job logger %s() failed", name, exc_info=True)
-
-
-class _Context(RunningJobContext):
-    """``RunningJobContext`` whose logger is created lazily."""
-
-    __slots__ = ("_lazy",)
-
-    def __init__(self, lazy: _LazyLogger, **kwargs: Any) -> None:
-        super().__init__(logger=None, **kwargs)  # type: ignore[arg-type]
-        self._lazy = lazy
-
-    @property
-    def logger(self) -> JobLogger:
-        return self._lazy.get()
 
 
 class Worker:
@@ -253,6 +202,19 @@ class Worker:
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
         self._extension = store.capability(JobExtensionStore)
+        self._jobs = JobExecutor(
+            loader=self._resolver,
+            arg_resolver=arg_resolver,
+            bean_resolver=bean_resolver,
+            resilience=resilience,
+            logger_factory=logger_factory,
+            serializer=serializer,
+            sanitizer=error_sanitizer,
+            extension=self._extension,
+            node_id=self.node_id,
+            begin=self._begin,
+            finish=self._finish,
+        )
         self._query = store.capability(JobQueryStore)
         self._store_name = type(store).__name__
         self._is_transient = transient_predicate(store)
@@ -672,7 +634,7 @@ class Worker:
             self._owned[entity.id] = job
             self._active += 1
         self._counters.add("claimed")
-        refusal = self._prepare(job)
+        refusal = self._jobs.prepare(job)
         if isinstance(refusal, TargetNotImportableError):
             self._fail_unstarted(job, refusal)
             return
@@ -680,7 +642,7 @@ class Worker:
             self._dead_letter_unstarted(job, refusal)
             return
         if self._inline and not job.is_async:
-            self._run_sync(job)
+            self._jobs.run_sync(job)
             return
         with self._lock:
             gate = self._gates.get(job.gate)
@@ -738,39 +700,15 @@ class Worker:
         if self._slot_waiting:
             self._wake.set()
 
-    def _prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
-        """Decode and re-check the job; the reason it must not run (a target that cannot be
-        imported here: the error, to be retried), or None."""
-        entity = job.entity
-        if entity.attempt > entity.max_retries + 1:
-            return (
-                f"WorkerLost: attempt {entity.attempt} exceeds max_retries {entity.max_retries} "
-                "after the previous attempt's worker stopped; not run again"
-            )
-        try:
-            invocation = decode_invocation(entity.payload, entity.id)
-            loaded = self._resolver.load(invocation)
-        except TargetNotImportableError as exc:
-            return exc
-        except _REFUSED as exc:
-            return f"refused at dispatch: {self._sanitizer.sanitize(exc)}"
-        except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
-            return f"cannot load the job target: {self._sanitizer.sanitize(exc)}"
-        job.invocation = invocation
-        job.loaded = loaded
-        label = entity.execution_target
-        job.gate = label if label else ("async" if loaded.is_async else "sync")
-        return None
-
     def _submit(self, job: ClaimedJob) -> None:
         if job.is_async:
             loop = self._event_loop()
-            asyncio.run_coroutine_threadsafe(self._run_async(job), loop)
+            asyncio.run_coroutine_threadsafe(self._jobs.run_async(job), loop)
         elif self._executor is None:
-            self._run_sync(job)
+            self._jobs.run_sync(job)
         else:
             try:
-                self._executor.submit(self._run_sync, job)
+                self._executor.submit(self._jobs.run_sync, job)
             except RuntimeError:  # executor shut down: the job is released by stop()
                 _log.debug("executor closed; job %s stays queued for release", job.entity.id)
 
@@ -860,101 +798,16 @@ class Worker:
             self._disown(job)
         self._release_slot(job)
 
-    def _context(self, job: ClaimedJob) -> tuple[JobContext | None, _LazyLogger | None]:
-        if not job.loaded.context_parameters:
-            return None, None
-        entity = job.entity
-        lazy = _LazyLogger(
-            self._logger_factory,
-            JobLoggerContext(
-                job_id=entity.id,
-                target=entity.target,
-                attempt=entity.attempt,
-                node_id=self.node_id,
-                job_type=entity.job_type,
-            ),
-        )
-        ctx = _Context(
-            lazy,
-            job_id=entity.id,
-            attempt=entity.attempt,
-            claim_seq=entity.claim_seq,
-            extension_store=self._extension,
-            serializer=self._serializer,
-        )
-        return ctx, lazy
-
-    def _call_plan(
-        self, job: ClaimedJob, ctx: JobContext | None
-    ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any]:
-        """The function, its arguments and the bean handle (or None) for one call."""
-        invocation = job.invocation
-        assert invocation is not None
-        patched = self._arg_resolver.resolve_arguments(job.entity.id, invocation)
-        if patched is not None and patched is not invocation:
-            # Only the arguments of the hook's answer are honoured: the target stays the one
-            # that passed the security checks.
-            invocation = attrs.evolve(invocation, args=patched.args, kwargs=patched.kwargs)
-        args, kwargs = self._resolver.bind_arguments(job.loaded, invocation, ctx)
-        owner = job.loaded.owner_class
-        if owner is None:
-            return job.loaded.function, args, kwargs, None
-        bean = self._beans.acquire(owner)
-        return job.loaded.function, (bean.instance, *args), kwargs, bean
-
-    def _run_sync(self, job: ClaimedJob) -> None:
-        if not self._begin(job):
-            return
-        lazy: _LazyLogger | None = None
-        try:
-            ctx, lazy = self._context(job)
-            function, args, kwargs, bean = self._call_plan(job, ctx)
-            try:
-                breaker = job.loaded.circuit_breaker
-                job.called = True
-                if breaker is None:
-                    result = function(*args, **kwargs)
-                else:
-                    service, exception_filter = breaker
-                    result = self._resilience.execute(
-                        service, lambda: function(*args, **kwargs), exception_filter
-                    )
-            finally:
-                if bean is not None:
-                    bean.close()
-        except _JOB_ERRORS as exc:  # every job error goes through the retry path
-            self._finish_failure(job, exc, lazy)
-        else:
-            self._finish_success(job, result, lazy)
-
-    async def _run_async(self, job: ClaimedJob) -> None:
-        if not self._begin(job):
-            return
-        lazy: _LazyLogger | None = None
-        try:
-            ctx, lazy = self._context(job)
-            function, args, kwargs, bean = self._call_plan(job, ctx)
-            try:
-                breaker = job.loaded.circuit_breaker
-                job.called = True
-                if breaker is None:
-                    result = await function(*args, **kwargs)
-                else:
-                    service, exception_filter = breaker
-                    result = await self._resilience.execute_async(
-                        service, lambda: function(*args, **kwargs), exception_filter
-                    )
-            finally:
-                if bean is not None:
-                    bean.close()
-        except _JOB_ERRORS as exc:  # every job error goes through the retry path
-            self._finish_failure(job, exc, lazy)
-        else:
-            self._finish_success(job, result, lazy)
-
     # ================================================================ outcomes
 
-    def _finish_success(self, job: ClaimedJob, result: Any, lazy: _LazyLogger | None) -> None:
+    def _finish(self, outcome: Outcome) -> None:
+        """The executor's "job finished" hook: write the outcome of one call."""
+        if outcome.error is None:
+            self._finish_success(outcome.job, outcome.result, outcome.logger)
+        else:
+            self._finish_failure(outcome.job, outcome.error, outcome.logger)
+
+    def _finish_success(self, job: ClaimedJob, result: Any, lazy: LazyJobLogger | None) -> None:
         entity = job.entity
         try:
             serialized = self._results.serialize(entity.id, result)
@@ -1008,7 +861,7 @@ class Worker:
             )
 
     def _finish_failure(
-        self, job: ClaimedJob, exc: BaseException, lazy: _LazyLogger | None
+        self, job: ClaimedJob, exc: BaseException, lazy: LazyJobLogger | None
     ) -> None:
         entity = job.entity
         breaker = job.loaded.circuit_breaker if job.loaded is not None else None
@@ -1027,7 +880,7 @@ class Worker:
         elapsed = job.elapsed_ms
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
         delay: timedelta | None
-        if isinstance(exc, _REFUSED) and not job.called:
+        if isinstance(exc, REFUSED) and not job.called:
             delay = None  # the stored arguments can never be restored: retrying cannot help
         else:
             decision = decide_retry(

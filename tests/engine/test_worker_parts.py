@@ -1,0 +1,103 @@
+"""The worker's parts on the TCK memory store, without threads or sleeps (issue 15): the
+executor runs one job, ``def`` or ``async def``, through the same call plan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+from dependency_injector import providers
+
+from ratchet_api.errors import TargetNotImportableError
+from ratchet_api.model import JobInvocation
+from ratchet_core.payload import encode_invocation
+from ratchet_core.worker.execution import ClaimedJob
+from ratchet_core.worker.executor import JobExecutor, Outcome
+from ratchet_tck.memory import InMemoryJobStore
+from tests.engine import targets
+from tests.engine.conftest import build_container
+
+
+@pytest.fixture
+def memory() -> Iterator[Any]:
+    container = build_container("sqlite:///unused.db")
+    store = InMemoryJobStore()
+    with container.job_store.override(providers.Object(store)):
+        yield container
+
+
+def executor(container: Any, outcomes: list[Outcome], begin: bool = True) -> JobExecutor:
+    return JobExecutor(
+        loader=container.target_loader(),
+        arg_resolver=container.pre_execution_arg_resolver(),
+        bean_resolver=container.bean_resolver(),
+        resilience=container.resilience_strategy(),
+        logger_factory=container.job_logger_factory(),
+        serializer=container.payload_serializer(),
+        sanitizer=container.error_sanitizer(),
+        extension=None,
+        node_id="node-a",
+        begin=lambda job: begin,
+        finish=outcomes.append,
+    )
+
+
+def claimed(container: Any, target: Any, *args: Any) -> ClaimedJob:
+    container.scheduler().enqueue(target, *args)
+    (entity,) = container.job_store().claim_next_batch("node-a", 1)
+    return ClaimedJob(entity)
+
+
+def test_a_sync_job_runs_through_the_call_plan(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.add, 2, 3)
+    assert jobs.prepare(job) is None and job.gate == "sync"
+    jobs.run_sync(job)
+    ((outcome),) = outcomes
+    assert (outcome.job, outcome.result, outcome.error) == (job, 5, None)
+    assert job.called
+
+
+def test_an_async_job_runs_through_the_same_plan(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.async_add, 4, 5)
+    assert jobs.prepare(job) is None and job.gate == "async"
+    asyncio.run(jobs.run_async(job))
+    assert [(o.result, o.error) for o in outcomes] == [(9, None)]
+
+
+def test_a_failing_job_reports_its_error(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.fail_always, "boom")
+    assert jobs.prepare(job) is None
+    jobs.run_sync(job)
+    ((outcome),) = outcomes
+    assert isinstance(outcome.error, RuntimeError) and str(outcome.error) == "boom"
+
+
+def test_a_job_the_begin_hook_refuses_never_runs(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes, begin=False)
+    job = claimed(memory, targets.add, 1, 1)
+    assert jobs.prepare(job) is None
+    jobs.run_sync(job)
+    assert outcomes == [] and not job.called
+
+
+def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
+    jobs = executor(memory, [])
+    job = claimed(memory, targets.add, 1, 1)
+    store = memory.job_store()
+    missing = JobInvocation(module="tests.engine.no_such_module", qualname="f", args=())
+    stored = store.find_by_id(job.entity.id)
+    job.entity = attrs.evolve(stored, payload=encode_invocation(missing))
+    assert isinstance(jobs.prepare(job), TargetNotImportableError)
+    job.entity = attrs.evolve(stored, attempt=stored.max_retries + 2)
+    refusal = jobs.prepare(job)
+    assert isinstance(refusal, str) and refusal.startswith("WorkerLost")
