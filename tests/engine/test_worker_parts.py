@@ -101,3 +101,37 @@ def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
     job.entity = attrs.evolve(stored, attempt=stored.max_retries + 2)
     refusal = jobs.prepare(job)
     assert isinstance(refusal, str) and refusal.startswith("WorkerLost")
+
+
+def test_the_producer_never_claims_more_than_the_free_slots(memory: Any) -> None:
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.worker.poller_guard import PollerGuard
+    from ratchet_core.worker.producer import Producer, SlotCount
+
+    store = memory.job_store()
+    for n in range(6):
+        memory.scheduler().enqueue(targets.add, n, n)
+    woken: list[bool] = []
+    slots = SlotCount(3, busy_at=2, watermark=2, on_free=lambda: woken.append(True))
+    producer = Producer(
+        slots,
+        lambda limit: store.claim_next_batch("node-a", limit),
+        PollerGuard("node-a", memory.circuit_breaker_config_provider(), NoOpMetricsCollector()),
+        batch_size=100,
+    )
+    first = producer.poll_once()
+    assert first is not None and (len(first.jobs), first.asked) == (3, 3)
+    assert slots.in_use == 3
+    assert producer.poll_once() is None  # no free slot: nothing claimed
+    slots.give_back()
+    assert woken == [True]
+    # busy (2 >= busy_at) with 1 free slot, below the watermark of 2: wait for a bigger claim
+    assert producer.poll_once() is None
+    slots.give_back()
+    second = producer.poll_once()
+    assert second is not None and (len(second.jobs), second.asked) == (2, 2)
+    assert slots.in_use == 3
+    running = store.claim_next_batch("node-b", 100)
+    assert len(running) == 1  # the sixth job was never claimed by node-a
+    slots.give_back(3)
+    assert slots.wait_until_free(0)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -109,6 +108,7 @@ from ratchet_core.worker.executor import (
 )
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.poller_guard import PollerGuard
+from ratchet_core.worker.producer import Producer, SlotCount
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate
@@ -222,18 +222,20 @@ class Worker:
         self._inline = tuning.default_threading_mode() is ThreadingMode.INLINE
         self._sync_limit = tuning.max_concurrency("sync", s.concurrency)
         self._async_limit = tuning.max_concurrency("async", s.concurrency)
-        self._capacity = max(1, s.concurrency + s.prefetch)
-        # While every job thread is busy, claim again only once this many slots are free:
-        # fewer, larger claims (a claim costs about as much for 50 jobs as for 5). A free job
-        # thread is never kept waiting for the watermark.
-        self._watermark = max(1, min(s.claim_batch_size, self._capacity) // 2)
-        self._busy_at = max(1, s.concurrency)
+        capacity = max(1, s.concurrency + s.prefetch)
+        self._wake = threading.Event()
+        self._slots = SlotCount(
+            capacity,
+            busy_at=s.concurrency,
+            watermark=max(1, min(s.claim_batch_size, capacity) // 2),
+            on_free=self._wake.set,
+        )
+        self._producer = Producer(self._slots, self._claim, self._guard, s.claim_batch_size)
         self._targets = list(s.execution_targets) or None
         self._tags = None if self._tag_filter.is_empty else self._tag_filter
 
         self._lock = threading.Lock()
         self._owned: dict[UUID, ClaimedJob] = {}
-        self._active = 0
         self._gates: dict[str, _Gate] = {
             "sync": _Gate(self._sync_limit),
             "async": _Gate(self._async_limit),
@@ -241,11 +243,8 @@ class Worker:
         self._counters = Counters()
         self._clock_offset = timedelta(0)
 
-        self._wake = threading.Event()
         self._wakeup_requested = False
-        self._slot_waiting = False
         self._empty_polls = 0
-        self._idle_cond = threading.Condition(self._lock)
 
         self._state = "new"
         self._stopping = False
@@ -357,13 +356,8 @@ class Worker:
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join(timeout=max(limit, 5.0) + 30)
         self._release_queued()
-        deadline = time.monotonic() + limit
+        self._slots.wait_until_free(limit)
         with self._lock:
-            while self._active > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._idle_cond.wait(remaining)
             leftovers = [j for j in self._owned.values() if j.state == RUNNING]
         for job in leftovers:
             self._requeue_interrupted(job)
@@ -464,7 +458,7 @@ class Worker:
 
     def _is_idle(self, deadline: float) -> bool:
         with self._lock:
-            busy = bool(self._owned) or self._active > 0
+            busy = bool(self._owned) or self._slots.in_use > 0
             polls = self._empty_polls
         if busy:
             time.sleep(0.005)
@@ -473,7 +467,7 @@ class Worker:
         self._request_poll()
         while time.monotonic() < deadline:
             with self._lock:
-                if self._owned or self._active:
+                if self._owned or self._slots.in_use:
                     return False
                 if self._empty_polls >= polls + 2:
                     break
@@ -550,22 +544,8 @@ class Worker:
 
     def _poll(self) -> None:
         strategy = self._polling.create(self.settings.polling)
-        batch = self.settings.claim_batch_size
         max_wait = self.settings.polling.max_interval.total_seconds()
         while not self._stopping:
-            free = self._capacity - self._active
-            if free <= 0 or (self._active >= self._busy_at and free < self._watermark):
-                self._slot_waiting = True
-                active = self._active
-                if active < self._busy_at or self._capacity - active >= self._watermark:
-                    # freed meanwhile
-                    self._slot_waiting = False
-                    continue
-                self._wake.wait(max_wait)
-                self._wake.clear()
-                self._slot_waiting = False
-                continue
-            want = min(free, batch)
             open_for = self._guard.open_for()
             if open_for:
                 self._wake.wait(min(open_for, max_wait * 5))
@@ -573,36 +553,41 @@ class Worker:
                 continue
             self._wakeup_requested = False
             try:
-                claimed = self._guard.claim(functools.partial(self._claim, want))
+                claim = self._producer.poll_once()
             except CircuitBreakerOpenError:
                 continue
             except Exception as exc:  # noqa: BLE001 - the poller must survive store outages
                 self._metrics.claim_transient_failure(type(exc).__name__)
-                pause = strategy.next_delay(0, free).total_seconds()
+                pause = strategy.next_delay(0, self._slots.capacity).total_seconds()
                 _log.warning("claiming jobs failed (%s); retrying in %.1fs", one_line(exc), pause)
                 self._wake.wait(pause)
                 self._wake.clear()
                 continue
+            if claim is None:  # no free slot: a finishing job wakes us
+                self._wake.wait(max_wait)
+                self._wake.clear()
+                continue
+            claimed, want = claim.jobs, claim.asked
             if claimed:
                 self._metrics.jobs_claimed(self.node_id, len(claimed))
-                for entity in claimed:
+                for job in [ClaimedJob(entity) for entity in claimed]:
                     # one job's failure must not strand the rest of the batch (claimed by
                     # this node but unknown to it until stale recovery)
                     try:
-                        self._accept(entity)
+                        self._accept(job)
                     except Exception:  # noqa: BLE001 - a pluggable part's bug
                         _log.exception(
                             "worker %s: accepting job %s failed; releasing its claim",
                             self.node_id,
-                            entity.id,
+                            job.entity.id,
                         )
-                        self._abandon(entity)
+                        self._abandon(job)
                 if len(claimed) == want:
                     continue  # the queue probably holds more: claim again at once
             else:
                 with self._lock:
                     self._empty_polls += 1
-            delay = strategy.next_delay(len(claimed), free).total_seconds()
+            delay = strategy.next_delay(len(claimed), want).total_seconds()
             if self._woken():
                 strategy.reset()
                 continue
@@ -628,11 +613,10 @@ class Worker:
             self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
         )
 
-    def _accept(self, entity: JobEntity) -> None:
-        job = ClaimedJob(entity)
+    def _accept(self, job: ClaimedJob) -> None:
+        entity = job.entity
         with self._lock:
             self._owned[entity.id] = job
-            self._active += 1
         self._counters.add("claimed")
         refusal = self._jobs.prepare(job)
         if isinstance(refusal, TargetNotImportableError):
@@ -675,21 +659,21 @@ class Worker:
             )
         return _Gate(limit)
 
-    def _abandon(self, entity: JobEntity) -> None:
+    def _abandon(self, job: ClaimedJob) -> None:
         """Give back the claim of a job whose acceptance failed before it started: fenced
         ``release_claim`` (the attempt is not counted), so another poll runs it."""
+        entity = job.entity
         with self._lock:
-            job = self._owned.get(entity.id)
-            if job is not None and job.entity is entity:
-                if job.state != QUEUED and job.started_at is not None:
-                    return  # it started: its own outcome path accounts for it
-                job.state = RELEASED
-                for gate in self._gates.values():
-                    if job in gate.waiting:
-                        gate.waiting.remove(job)
-                self._disown(job)
-                self._active -= 1
-                self._idle_cond.notify_all()
+            if job.state != QUEUED and job.started_at is not None:
+                return  # it started: its own outcome path accounts for it
+            if job.state == FINISHED:
+                return  # refused or failed before starting: already written
+            job.state = RELEASED
+            for gate in self._gates.values():
+                if job in gate.waiting:
+                    gate.waiting.remove(job)
+            self._disown(job)
+        self._give_back(job)
         applied = self._write(
             "release_claim",
             lambda: self._store.release_claim(entity.id, entity.claim_seq),
@@ -697,8 +681,6 @@ class Worker:
         )
         if applied:
             self._counters.add("released")
-        if self._slot_waiting:
-            self._wake.set()
 
     def _submit(self, job: ClaimedJob) -> None:
         if job.is_async:
@@ -849,7 +831,6 @@ class Worker:
         with self._lock:
             for item in batch:
                 self._disown(item.token)
-            self._idle_cond.notify_all()
         self._counters.add("succeeded", len(applied))
         if stale:
             self._counters.add("stale", len(stale))
@@ -1042,10 +1023,7 @@ class Worker:
         self._write_failure(job, message, decision.delay, 0, trace)
         with self._lock:
             self._disown(job)
-            self._active -= 1
-            self._idle_cond.notify_all()
-        if self._slot_waiting:
-            self._wake.set()
+        self._give_back(job)
 
     def _dead_letter_unstarted(self, job: ClaimedJob, reason: str) -> None:
         entity = job.entity
@@ -1060,16 +1038,13 @@ class Worker:
         self._counters.add("failed" if applied else "stale")
         with self._lock:
             self._disown(job)
-            self._active -= 1
-            self._idle_cond.notify_all()
-        if self._slot_waiting:
-            self._wake.set()
+        self._give_back(job)
 
     def _release_slot(self, job: ClaimedJob) -> None:
         next_job: ClaimedJob | None = None
         self._counters.add("running", -1)
+        self._give_back(job)
         with self._lock:
-            self._active -= 1
             gate = self._gates.get(job.gate)
             if gate is not None and not (self._inline and not job.is_async):
                 gate.running -= 1
@@ -1078,11 +1053,16 @@ class Worker:
                     if candidate.state == QUEUED:
                         next_job = candidate
                         gate.running += 1
-            self._idle_cond.notify_all()
         if next_job is not None:
             self._submit(next_job)
-        if self._slot_waiting:
-            self._wake.set()
+
+    def _give_back(self, job: ClaimedJob) -> None:
+        """Return ``job``'s slot to the producer (once per claimed job)."""
+        with self._lock:
+            if not job.holds_slot:
+                return
+            job.holds_slot = False
+        self._slots.give_back()
 
     # ================================================================ shutdown helpers
 
@@ -1102,8 +1082,7 @@ class Worker:
             )
             with self._lock:
                 self._disown(job)
-                self._active -= 1
-                self._idle_cond.notify_all()
+            self._give_back(job)
             if applied:
                 self._counters.add("released")
 
