@@ -135,3 +135,51 @@ def test_the_producer_never_claims_more_than_the_free_slots(memory: Any) -> None
     assert len(running) == 1  # the sixth job was never claimed by node-a
     slots.give_back(3)
     assert slots.wait_until_free(0)
+
+
+def test_the_completer_writes_successes_and_failures_fenced(memory: Any) -> None:
+    from datetime import timedelta
+
+    from ratchet_api.model import JobStatus
+    from ratchet_api.store.entities import Completion
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.worker.completion import (
+        CompletionBatcher,
+        PendingCompletion,
+        PendingFailure,
+    )
+
+    store = memory.job_store()
+    ids = [memory.scheduler().enqueue(targets.add, n, n) for n in range(4)]
+    claims = {j.id: j for j in store.claim_next_batch("node-a", 10)}
+    flushed: list[list[PendingCompletion]] = []
+    failures: list[tuple[PendingFailure, bool | None]] = []
+    completer = CompletionBatcher(
+        store,
+        interval=0,
+        batch_size=10,
+        on_flushed=lambda batch, applied: flushed.append(list(applied)),
+        metrics=NoOpMetricsCollector(),
+        on_failure=lambda item, applied: failures.append((item, applied)),
+        start=False,
+    )
+    ok, retry, dead, stale = (claims[i] for i in ids)
+    completer.succeed(
+        PendingCompletion(Completion(job_id=ok.id, claim_seq=ok.claim_seq, result="0"), None)
+    )
+    later = store.server_now() + timedelta(hours=1)
+    completer.fail(PendingFailure(retry.id, retry.claim_seq, "OSError: disk", later))
+    completer.fail(PendingFailure(dead.id, dead.claim_seq, "ValueError: bad", None))
+    completer.fail(PendingFailure(stale.id, stale.claim_seq + 1, "OSError: late", later))
+    assert completer.pending == 4
+    completer.drain()
+    assert completer.pending == 0
+    assert [len(applied) for applied in flushed] == [1]
+    assert [applied for _, applied in failures] == [True, True, False]
+    statuses = [store.find_by_id(i).status for i in ids]
+    assert statuses == [
+        JobStatus.SUCCEEDED,
+        JobStatus.PENDING,
+        JobStatus.FAILED,
+        JobStatus.RUNNING,
+    ]

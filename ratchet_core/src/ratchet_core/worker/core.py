@@ -92,7 +92,7 @@ from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
-from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingFailure
 from ratchet_core.worker.execution import (
     FINISHED,
     QUEUED,
@@ -304,6 +304,7 @@ class Worker:
             metrics=self._metrics,
             audit=self._audit,
             store_name=self._store_name,
+            on_failure=self._on_failure_written,
         )
         if not self._inline:
             self._executor = self._executor_provider.job_executor(self._sync_limit)
@@ -813,7 +814,7 @@ class Worker:
             )
         job.state = FINISHED
         assert self._batcher is not None
-        self._batcher.add(
+        self._batcher.succeed(
             PendingCompletion(
                 Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=serialized.json),
                 record,
@@ -874,8 +875,6 @@ class Worker:
             delay = decision.delay
         trace = sanitized_traceback(exc, self._sanitizer)
         self._write_failure(job, message, delay, elapsed, trace)
-        with self._lock:
-            self._disown(job)
         self._release_slot(job)
 
     def _write_failure(
@@ -909,32 +908,46 @@ class Worker:
                 message,
                 f"\n{trace}" if trace else "",
             )
-        if delay is not None:
-            run_at = self._now() + delay
-            applied = self._write(
-                "schedule_retry",
-                lambda: self._store.schedule_retry(entity.id, entity.claim_seq, run_at, message),
-                entity.id,
+        record = None
+        if self._audit is not None:
+            record = ExecutionRecord(
+                job_id=entity.id,
+                attempt=entity.attempt,
+                node_id=self.node_id,
+                status=JobStatus.FAILED,
+                started_at=job.started_at or datetime.now(UTC),
+                finished_at=datetime.now(UTC),
+                duration_ms=elapsed,
+                error=message,
+                traceback=trace,
             )
-            outcome = "retried"
-        else:
-            applied = self._write(
-                "mark_failed_terminal",
-                lambda: self._store.mark_failed_terminal(entity.id, entity.claim_seq, message),
-                entity.id,
+        assert self._batcher is not None
+        self._batcher.fail(
+            PendingFailure(
+                job_id=entity.id,
+                claim_seq=entity.claim_seq,
+                message=message,
+                run_at=None if delay is None else self._now() + delay,
+                record=record,
+                token=job,
             )
-            outcome = "failed"
+        )
+
+    def _on_failure_written(self, item: PendingFailure, applied: bool | None) -> None:
+        """The completer's report of one failure write: count it and stop owning the job
+        (a job whose write failed is then recovered by the stale-job sweep)."""
+        job: ClaimedJob = item.token
+        with self._lock:
+            self._disown(job)
         if applied:
-            self._counters.add(outcome)
-            self._save_failure_record(job, message, elapsed, trace)
+            self._counters.add("retried" if item.run_at is not None else "failed")
         elif applied is False:
             self._counters.add("stale")
-            self._save_failure_record(job, message, elapsed, trace, superseded=True)
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
                 "(cancelled or recovered elsewhere while running)",
-                entity.id,
-                entity.attempt,
+                item.job_id,
+                job.entity.attempt,
             )
 
     def _backoff(self, entity: JobEntity) -> BackoffPolicy | None:
@@ -943,36 +956,6 @@ class Worker:
         except Exception:  # noqa: BLE001 - fall back to the default backoff
             _log.warning("job %s has an unreadable backoff; using the default", entity.id)
             return None
-
-    def _save_failure_record(
-        self,
-        job: ClaimedJob,
-        message: str,
-        elapsed: int,
-        trace: str | None,
-        *,
-        superseded: bool = False,
-    ) -> None:
-        if self._audit is None:
-            return
-        entity = job.entity
-        try:
-            self._audit.save_execution(
-                ExecutionRecord(
-                    job_id=entity.id,
-                    attempt=entity.attempt,
-                    node_id=self.node_id,
-                    status=JobStatus.FAILED,
-                    started_at=job.started_at or datetime.now(UTC),
-                    finished_at=datetime.now(UTC),
-                    duration_ms=elapsed,
-                    error=message,
-                    traceback=trace,
-                    superseded=superseded,
-                )
-            )
-        except Exception:  # noqa: BLE001 - audit is best effort
-            _log.warning("saving the execution record of job %s failed", entity.id, exc_info=True)
 
     def _write(self, operation: str, write: Callable[[], bool], job_id: UUID) -> bool | None:
         """A fenced outcome write, retried on transient errors (``retry_transient``). True or
@@ -1021,8 +1004,6 @@ class Worker:
         )
         trace = sanitized_traceback(exc, self._sanitizer)
         self._write_failure(job, message, decision.delay, 0, trace)
-        with self._lock:
-            self._disown(job)
         self._give_back(job)
 
     def _dead_letter_unstarted(self, job: ClaimedJob, reason: str) -> None:
