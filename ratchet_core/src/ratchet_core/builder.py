@@ -20,9 +20,9 @@ safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import attrs
@@ -31,10 +31,26 @@ from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
 
-if TYPE_CHECKING:
-    from ratchet_core.scheduler import SchedulerService
-
 MAX_RETRIES_LIMIT = 1000
+
+
+class JobSubmitter(Protocol):
+    """What a builder needs of the scheduler: submit a job with its options (the builder does
+    not import the scheduler; the scheduler implements this)."""
+
+    def submit_job(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: JobOptions,
+    ) -> UUID:
+        """Resolve ``fn`` with its arguments and store the job; its id."""
+        ...
+
+    def submit_job_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        """Validate and store an already resolved invocation; its id."""
+        ...
 
 
 @attrs.define(kw_only=True)
@@ -147,7 +163,7 @@ class DefaultJobBuilder:
 
     def __init__(
         self,
-        scheduler: SchedulerService,
+        scheduler: JobSubmitter,
         target: Callable[..., Any] | None = None,
         invocation: JobInvocation | None = None,
     ) -> None:
@@ -225,9 +241,9 @@ class DefaultJobBuilder:
             raise InvalidJobError("this job builder was already enqueued; start a new one")
         self._used = True
         if self._invocation is not None:
-            return self._scheduler._submit_invocation(self._invocation, self._options)
+            return self._scheduler.submit_job_invocation(self._invocation, self._options)
         assert self._target is not None
-        return self._scheduler._submit(self._target, self._args, self._kwargs, self._options)
+        return self._scheduler.submit_job(self._target, self._args, self._kwargs, self._options)
 
     def _require_target(self, option: str) -> None:
         if self._invocation is not None:

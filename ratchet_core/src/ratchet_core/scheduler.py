@@ -198,6 +198,19 @@ class SchedulerService:
         invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
         return self._insert(invocation, options)
 
+    # JobSubmitter (what DefaultJobBuilder calls)
+    def submit_job(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: JobOptions,
+    ) -> UUID:
+        return self._submit(fn, args, kwargs, options)
+
+    def submit_job_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        return self._submit_invocation(invocation, options)
+
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         if not isinstance(invocation, JobInvocation):
             raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
