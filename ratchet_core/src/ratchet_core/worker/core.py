@@ -1,26 +1,24 @@
 """The worker: claims due jobs and runs them.
 
-Threads of one worker:
+The parts (see ``docs/worker.md``, "Inside the worker"):
 
-* the **poller** claims jobs in batches sized to the free capacity
-  (``worker.concurrency`` + ``worker.prefetch``), waits with the ``PollingStrategyProvider``'s
-  adaptive delay when the queue is empty, and is woken early by local enqueues
-  (``SchedulerService.add_local_wakeup_listener``) and by other nodes (``ClusterCoordinator``);
-  for each claimed job it decodes the invocation and repeats the security checks
-  (``resolver.load``) before anything runs; a refused job goes to the dead letter with the reason,
-  while a target that cannot be imported (``TargetNotImportableError``: a worker with older code
-  during a rolling deploy) is a failed attempt, retried with backoff like any other failure;
-* the **job threads** of the ``ExecutorProvider``'s pool run ``def`` targets; ``async def``
-  targets run on one asyncio event loop in a dedicated thread. Concurrency is limited per
-  execution type (``sync``, ``async`` or the job's execution target label) through the
-  ``ExecutionTuningProvider``;
-* the **completion flusher** writes successes in batches (fenced by claim sequence);
-* the **heartbeat** thread keeps the node and its jobs alive and recovers work of dead nodes.
+* the **producer** (``producer.py``) owns the one count of busy slots and claims at most the
+  free ones, on the poller thread, under the poller's circuit breaker (``poller_guard.py``);
+  it is woken early by local enqueues (``SchedulerService.add_local_wakeup_listener``) and by
+  other nodes (``ClusterCoordinator``) and otherwise waits the ``PollingStrategyProvider``'s
+  adaptive delay;
+* the **executor** (``executor.py``) prepares each claimed job (decode, re-check through the
+  ``TargetLoader``: a refused job goes to the dead letter, a target that cannot be imported
+  here is a failed attempt) and runs it with one call plan: ``def`` targets on the
+  ``ExecutorProvider``'s (daemon) threads, ``async def`` targets on one event loop thread,
+  concurrency limited per execution type (``ExecutionTuningProvider``);
+* the **completer** (``completion.py``) writes outcomes off the job threads, each fenced by its
+  claim sequence: successes in batches, retries and dead letters one by one;
+* **maintenance** (``maintenance.py``): the heartbeat thread and the recovery thread.
 
-Failures are written one by one: retried after the job's backoff while the ``RetryPolicy``
-allows, otherwise sent to the dead letter with the ``ErrorSanitizer``'s message. A write refused
-because the claim was superseded (the job was cancelled, or recovered by another node) is logged
-and counted as stale; it never overwrites the newer state.
+This class wires them together and keeps the per-job bookkeeping. Entry points for features:
+``_begin`` (job about to run), ``_finish`` (job finished, with its ``Outcome``),
+``_on_flushed`` / ``_on_failure_written`` (outcome written).
 """
 
 from __future__ import annotations
