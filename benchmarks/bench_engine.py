@@ -265,14 +265,31 @@ def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
     return rows
 
 
+def bench_processing_rows(backend: str, jobs: int, _samples: int) -> dict[str, str]:
+    rows: dict[str, str] = {}
+    for concurrency in (1, 16):
+        print(f"[{backend}] processing at concurrency {concurrency} ...", flush=True)
+        with scratch(backend) as url:
+            rows[f"processing c={concurrency} (jobs/s)"] = (
+                f"{bench_processing(url, jobs, concurrency):,.0f}"
+            )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "all"], default="all")
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument(
+        "--processing-only",
+        action="store_true",
+        help="Only the processing rows (worker changes: before/after comparisons).",
+    )
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "all" else [args.backend]
-    results = {b: bench_backend(b, args.jobs, args.latency_samples) for b in backends}
+    bench = bench_processing_rows if args.processing_only else bench_backend
+    results = {b: bench(b, args.jobs, args.latency_samples) for b in backends}
     keys = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(k) for k in keys)
     target_width = max(len(v) for v in TARGETS.values())

@@ -36,6 +36,7 @@ from ratchet_api.errors import (
     NonConformingAlternativeError,
 )
 from ratchet_api.priority import Priority
+from ratchet_core.bindings import SPI_BINDINGS, ImportTarget, binding_for
 
 if TYPE_CHECKING:
     from ratchet_core.container import RatchetDynamicContainer
@@ -189,7 +190,6 @@ def provided_target(provider: Any) -> Any:
     """What a provider produces, as far as it is known without calling it: a class (for
     Factory/Singleton of a class, or a callable with a class return annotation), the object of
     an ``Object`` provider, or None when unknown."""
-    from ratchet_core.container import ImportTarget
 
     if isinstance(provider, providers.Object):
         return provider.provides
@@ -222,7 +222,6 @@ def _return_hint(func: Any) -> type[Any] | None:
 
 def implementation_name(provider: Any) -> str:
     """A readable dotted name of what ``provider`` produces."""
-    from ratchet_core.container import ImportTarget
 
     if isinstance(provider, providers.List):
         return ", ".join(implementation_name(p) for p in provider.args) or "(none)"
@@ -308,7 +307,6 @@ class AlternativeRegistry:
         checked against the protocol now; other providers at build (or at first provision
         when what they produce is only known then). Returns the registration.
         """
-        from ratchet_core.container import binding_for
 
         binding = binding_for(spi)
         if isinstance(provider, type):
@@ -336,7 +334,6 @@ class AlternativeRegistry:
 
     def register_class(self, cls: type[Any], origin: str) -> list[Alternative]:
         """Register every ``@alternative`` mark of ``cls``."""
-        from ratchet_core.container import binding_for
 
         specs = alternative_specs(cls)
         if not specs:
@@ -467,7 +464,6 @@ class AlternativeRegistry:
 
     def apply(self) -> None:
         """Discover, check, choose and apply. See the module docstring."""
-        from ratchet_core.container import SPI_BINDINGS
 
         with self._lock:
             self._undo()
@@ -516,7 +512,6 @@ class AlternativeRegistry:
     # ------------------------------------------------------------ description
 
     def describe(self) -> list[SpiDescription]:
-        from ratchet_core.container import SPI_BINDINGS
 
         rows: list[SpiDescription] = []
         for binding in SPI_BINDINGS:

@@ -20,9 +20,9 @@ safe.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 import attrs
@@ -34,10 +34,54 @@ from ratchet_api.workflow import Condition, SignalTimeout
 from ratchet_core.properties import check_property
 
 if TYPE_CHECKING:
-    from ratchet_core.scheduler import SchedulerService
+    from ratchet_api.store.protocols import JobStore
+    from ratchet_core.codec import PayloadCodec
     from ratchet_core.workflow.plan import Target, WorkflowPlan
 
 MAX_RETRIES_LIMIT = 1000
+
+
+class JobSubmitter(Protocol):
+    """What a builder needs of the scheduler: submit a job with its options (the builder does
+    not import the scheduler; the scheduler implements this)."""
+
+    def submit_job(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: JobOptions,
+    ) -> UUID:
+        """Resolve ``fn`` with its arguments and store the job; its id."""
+        ...
+
+    def submit_job_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        """Validate and store an already resolved invocation; its id."""
+        ...
+
+    def resolve_job(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> JobInvocation:
+        """The validated invocation of ``fn`` with these arguments (nothing stored)."""
+        ...
+
+    def check_job_invocation(self, invocation: JobInvocation) -> JobInvocation:
+        """``invocation`` after the checks a worker applies at dispatch (nothing stored)."""
+        ...
+
+    def workflow_plan(self) -> WorkflowPlan:
+        """A new plan for the steps and callbacks of a workflow (docs/workflows.md)."""
+        ...
+
+    @property
+    def store(self) -> JobStore:
+        """The job store (job properties need its ``JobExtensionStore`` capability)."""
+        ...
+
+    @property
+    def codec(self) -> PayloadCodec:
+        """Seals the payloads of encrypted jobs."""
+        ...
 
 
 @attrs.define(kw_only=True)
@@ -152,7 +196,7 @@ class DefaultJobBuilder:
 
     def __init__(
         self,
-        scheduler: SchedulerService,
+        scheduler: JobSubmitter,
         target: Callable[..., Any] | None = None,
         invocation: JobInvocation | None = None,
     ) -> None:
@@ -229,9 +273,7 @@ class DefaultJobBuilder:
 
     def _workflow(self) -> WorkflowPlan:
         if self._plan is None:
-            from ratchet_core.workflow.plan import WorkflowPlan
-
-            self._plan = WorkflowPlan(self._scheduler)
+            self._plan = self._scheduler.workflow_plan()
         return self._plan
 
     def then(self, fn: Target, /, *args: Any, **kwargs: Any) -> DefaultJobBuilder:
@@ -307,19 +349,17 @@ class DefaultJobBuilder:
         scheduler = self._scheduler
         if self._plan is not None:
             if self._invocation is not None:
-                root = scheduler._check_invocation(self._invocation)
+                root = scheduler.check_job_invocation(self._invocation)
             else:
                 assert self._target is not None
-                root = scheduler._resolver.resolve(
-                    self._target, list(self._args), dict(self._kwargs)
-                )
+                root = scheduler.resolve_job(self._target, self._args, self._kwargs)
             self._ids = self._plan.enqueue(root, self._options)
             return self._ids[0]
         if self._invocation is not None:
-            job_id = scheduler._submit_invocation(self._invocation, self._options)
+            job_id = scheduler.submit_job_invocation(self._invocation, self._options)
         else:
             assert self._target is not None
-            job_id = scheduler._submit(self._target, self._args, self._kwargs, self._options)
+            job_id = scheduler.submit_job(self._target, self._args, self._kwargs, self._options)
         self._ids = [job_id]
         return job_id
 

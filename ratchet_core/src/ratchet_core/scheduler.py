@@ -65,7 +65,7 @@ from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
-from ratchet_core.workflow.plan import check_condition_invocation
+from ratchet_core.workflow.plan import WorkflowPlan, check_condition_invocation
 from ratchet_core.workflow.services import WorkflowServices
 
 DEFAULT_MAX_RETRIES = register_key(
@@ -258,6 +258,32 @@ class SchedulerService:
     ) -> UUID:
         invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
         return self._insert(invocation, options)
+
+    # JobSubmitter (what DefaultJobBuilder calls)
+    def submit_job(
+        self,
+        fn: Callable[..., Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: JobOptions,
+    ) -> UUID:
+        return self._submit(fn, args, kwargs, options)
+
+    def submit_job_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        return self._submit_invocation(invocation, options)
+
+    def resolve_job(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> JobInvocation:
+        return self._resolver.resolve(fn, list(args), dict(kwargs))
+
+    def check_job_invocation(self, invocation: JobInvocation) -> JobInvocation:
+        return self._check_invocation(invocation)
+
+    def workflow_plan(self) -> WorkflowPlan:
+        from ratchet_core.workflow.plan import WorkflowPlan
+
+        return WorkflowPlan(self)
 
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         return self._insert(self._check_invocation(invocation), options)

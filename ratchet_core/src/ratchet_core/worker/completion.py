@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 from uuid import UUID
 
 import attrs
@@ -39,6 +40,42 @@ class PendingCompletion:
     record: ExecutionRecord | None
     token: Any = None
     job_type: JobType = JobType.STANDARD
+
+
+@attrs.define(slots=True, eq=False)
+class PendingFailure:
+    """One failed attempt waiting to be written: a retry due at ``run_at`` (fenced
+    ``schedule_retry``) or, with ``run_at`` None, the dead letter (fenced
+    ``mark_failed_terminal``)."""
+
+    job_id: UUID
+    claim_seq: int
+    message: str
+    run_at: datetime | None
+    record: ExecutionRecord | None = None
+    token: Any = None
+    cause: BaseException | None = None
+    """The attempt's exception (for the workflow driver's ``callback_failed`` metric)."""
+
+
+FailureCallback = Callable[[PendingFailure, "bool | None"], None]
+"""Called after each failure write: True applied, False refused (claim superseded), None not
+written (the job stays RUNNING for the stale-job sweep)."""
+
+
+class Completer(Protocol):
+    """Writes the outcomes of finished attempts off the job threads, each fenced by its claim
+    sequence. ``succeed``/``fail`` never block on the store; ``close`` writes everything
+    pending and stops. Thread safe."""
+
+    def succeed(self, item: PendingCompletion) -> None: ...
+
+    def fail(self, item: PendingFailure) -> None: ...
+
+    @property
+    def pending(self) -> int: ...
+
+    def close(self, timeout: float = 30.0) -> None: ...
 
 
 FlushCallback = Callable[[Sequence[PendingCompletion], list[PendingCompletion]], None]
@@ -68,6 +105,8 @@ class CompletionBatcher:
         metrics: MetricsCollector,
         audit: JobAuditStore | None = None,
         store_name: str = "store",
+        on_failure: FailureCallback | None = None,
+        start: bool = True,
     ) -> None:
         self._store = store
         self._interval = max(0.0, interval)
@@ -78,43 +117,76 @@ class CompletionBatcher:
         self._store_name = store_name
         self._is_transient = transient_predicate(store)
         self._items: list[PendingCompletion] = []
+        self._failures: list[PendingFailure] = []
+        self._on_failure = on_failure
         self._cond = threading.Condition()
         self._closed = False
         self._flushing = 0
         self._thread = threading.Thread(
             target=self._run, name="ratchet-completion-flusher", daemon=True
         )
-        self._thread.start()
+        if start:
+            self._thread.start()
 
-    def add(self, item: PendingCompletion) -> None:
+    def succeed(self, item: PendingCompletion) -> None:
         with self._cond:
             self._items.append(item)
             size = len(self._items)
             if size == 1 or size >= self._batch_size:
                 self._cond.notify()
 
+    add = succeed
+
+    def fail(self, item: PendingFailure) -> None:
+        with self._cond:
+            self._failures.append(item)
+            self._cond.notify()
+
     @property
     def pending(self) -> int:
-        """Completions accepted but not yet written (including a batch being written)."""
+        """Outcomes accepted but not yet written (including a batch being written)."""
         with self._cond:
-            return len(self._items) + self._flushing
+            return len(self._items) + len(self._failures) + self._flushing
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything pending and stop the flusher thread."""
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        else:
+            self.drain()
+
+    def drain(self) -> None:
+        """Write everything pending on the calling thread (a batcher made with
+        ``start=False``: tests, or a completer driven by its owner)."""
+        with self._cond:
+            failures, self._failures = self._failures, []
+            items, self._items = self._items, []
+        for failure in failures:
+            self._write_failure(failure)
+        for start in range(0, len(items), self._batch_size):
+            self._flush(items[start : start + self._batch_size])
 
     # ------------------------------------------------------------ flusher thread
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._items and not self._closed:
+                while not self._items and not self._failures and not self._closed:
                     self._cond.wait()
-                if not self._items and self._closed:
+                if not self._items and not self._failures and self._closed:
                     return
+                failures, self._failures = self._failures, []
+                self._flushing = len(failures)
+            # Failures do not wait for a batch to fill: each is one fenced statement.
+            for failure in failures:
+                self._write_failure(failure)
+            with self._cond:
+                self._flushing = 0
+                if not self._items:
+                    continue
                 if len(self._items) < self._batch_size and not self._closed and self._interval:
                     # Let the batch fill for up to `interval` (woken early when it is full).
                     deadline = time.monotonic() + self._interval
@@ -155,6 +227,47 @@ class CompletionBatcher:
         if self._audit is not None:
             self._save_records(superseded_records(batch, applied))
         self._on_flushed(batch, applied)
+
+    def _write_failure(self, item: PendingFailure) -> None:
+        operation = "schedule_retry" if item.run_at is not None else "mark_failed_terminal"
+        run_at = item.run_at
+
+        def write() -> bool:
+            started = time.perf_counter()
+            try:
+                if run_at is not None:
+                    applied = self._store.schedule_retry(
+                        item.job_id, item.claim_seq, run_at, item.message
+                    )
+                else:
+                    applied = self._store.mark_failed_terminal(
+                        item.job_id, item.claim_seq, item.message
+                    )
+            except Exception:
+                self._timing(operation, "failure", started)
+                raise
+            self._timing(operation, "success", started)
+            return applied
+
+        applied: bool | None
+        try:
+            applied = retry_transient(write, is_retryable=self._is_transient)
+        except Exception as exc:  # noqa: BLE001 - the job stays RUNNING for recovery
+            _log.error(
+                "job %s: %s failed (%s); the job stays RUNNING until recovery",
+                item.job_id,
+                operation,
+                one_line(exc),
+            )
+            applied = None
+        if self._audit is not None and item.record is not None and applied is not None:
+            record = item.record if applied else attrs.evolve(item.record, superseded=True)
+            self._save_records([record])
+        if self._on_failure is not None:
+            try:
+                self._on_failure(item, applied)
+            except Exception:  # noqa: BLE001 - the flusher must survive anything
+                _log.exception("reporting the failure write of job %s failed", item.job_id)
 
     def _give_up(self, batch: list[PendingCompletion]) -> None:
         """Report ``batch`` as not written, so the worker stops owning (and heartbeating) the
@@ -286,4 +399,12 @@ def superseded_records(
     ]
 
 
-__all__ = ["CompletionBatcher", "FlushCallback", "PendingCompletion", "superseded_records"]
+__all__ = [
+    "CompletionBatcher",
+    "Completer",
+    "FailureCallback",
+    "FlushCallback",
+    "PendingCompletion",
+    "PendingFailure",
+    "superseded_records",
+]

@@ -1,33 +1,30 @@
 """The worker: claims due jobs and runs them.
 
-Threads of one worker:
+The parts (see ``docs/worker.md``, "Inside the worker"):
 
-* the **poller** claims jobs in batches sized to the free capacity
-  (``worker.concurrency`` + ``worker.prefetch``), waits with the ``PollingStrategyProvider``'s
-  adaptive delay when the queue is empty, and is woken early by local enqueues
-  (``SchedulerService.add_local_wakeup_listener``) and by other nodes (``ClusterCoordinator``);
-  for each claimed job it decodes the invocation and repeats the security checks
-  (``resolver.load``) before anything runs; a refused job goes to the dead letter with the reason,
-  while a target that cannot be imported (``TargetNotImportableError``: a worker with older code
-  during a rolling deploy) is a failed attempt, retried with backoff like any other failure;
-* the **job threads** of the ``ExecutorProvider``'s pool run ``def`` targets; ``async def``
-  targets run on one asyncio event loop in a dedicated thread. Concurrency is limited per
-  execution type (``sync``, ``async`` or the job's execution target label) through the
-  ``ExecutionTuningProvider``;
-* the **completion flusher** writes successes in batches (fenced by claim sequence);
-* the **heartbeat** thread keeps the node and its jobs alive and recovers work of dead nodes.
+* the **producer** (``producer.py``) owns the one count of busy slots and claims at most the
+  free ones, on the poller thread, under the poller's circuit breaker (``poller_guard.py``);
+  it is woken early by local enqueues (``SchedulerService.add_local_wakeup_listener``) and by
+  other nodes (``ClusterCoordinator``) and otherwise waits the ``PollingStrategyProvider``'s
+  adaptive delay;
+* the **executor** (``executor.py``) prepares each claimed job (decode, re-check through the
+  ``TargetLoader``: a refused job goes to the dead letter, a target that cannot be imported
+  here is a failed attempt) and runs it with one call plan: ``def`` targets on the
+  ``ExecutorProvider``'s (daemon) threads, ``async def`` targets on one event loop thread,
+  concurrency limited per execution type (``ExecutionTuningProvider``);
+* the **completer** (``completion.py``) writes outcomes off the job threads, each fenced by its
+  claim sequence: successes in batches, retries and dead letters one by one;
+* **maintenance** (``maintenance.py``): the heartbeat thread and the recovery thread.
 
-Failures are written one by one: retried after the job's backoff while the ``RetryPolicy``
-allows, otherwise sent to the dead letter with the ``ErrorSanitizer``'s message. A write refused
-because the claim was superseded (the job was cancelled, or recovered by another node) is logged
-and counted as stale; it never overwrites the newer state.
+This class wires them together and keeps the per-job bookkeeping. Entry points for features:
+``_begin`` (job about to run), ``_finish`` (job finished, with its ``Outcome``),
+``_on_flushed`` / ``_on_failure_written`` (outcome written).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -46,24 +43,17 @@ import attrs
 
 from ratchet_api.errors import (
     CircuitBreakerOpenError,
-    ClassNotAllowedError,
     ConfigurationError,
-    EncryptionError,
-    InvalidTargetError,
-    JobAuthorizationError,
-    PayloadError,
     SchedulerStoppedError,
     StoreError,
     TargetNotImportableError,
 )
 from ratchet_api.model import (
     BackoffPolicy,
-    JobLoggerContext,
     JobStatus,
     JobWakeupHint,
     ThreadingMode,
 )
-from ratchet_api.scheduler import JobContext
 from ratchet_api.spi import (
     BeanResolver,
     CircuitBreakerConfigProvider,
@@ -74,7 +64,6 @@ from ratchet_api.spi import (
     ExecutorProvider,
     JobAuthorizationPolicy,
     JobInvocationResolver,
-    JobLogger,
     JobLoggerFactory,
     MetricsCollector,
     NodeIdentityProvider,
@@ -97,16 +86,15 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
-from ratchet_core.authorization import authorization_request, effective_policy
+from ratchet_core.authorization import effective_policy
 from ratchet_core.codec import PayloadCodec
-from ratchet_core.context import RunningJobContext
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff
 from ratchet_core.recurring.runner import start_recurring
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
-from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingFailure
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.execution import (
     FINISHED,
@@ -115,28 +103,22 @@ from ratchet_core.worker.execution import (
     RUNNING,
     ClaimedJob,
 )
+from ratchet_core.worker.executor import (
+    REFUSED,
+    JobExecutor,
+    LazyJobLogger,
+    Outcome,
+)
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.poller_guard import PollerGuard
+from ratchet_core.worker.producer import Producer, SlotCount
 from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate
+from ratchet_core.worker.tracebacks import sanitized_traceback
 from ratchet_core.workflow.driver import WorkflowDriver, create_driver
 
 _log = logging.getLogger("ratchet.worker")
-
-_REFUSED = (
-    InvalidTargetError,
-    ClassNotAllowedError,
-    PayloadError,
-    EncryptionError,
-    JobAuthorizationError,
-)
-"""Dispatch-time refusals: the job can never run as stored, so it is not retried."""
-
-_JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
-"""What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
-``CancelledError`` escaping a coroutine are failed attempts, never a job left RUNNING with its
-slot taken. (``GeneratorExit`` is left alone: it closes an abandoned coroutine.)"""
 
 
 @attrs.define
@@ -146,48 +128,6 @@ class _Gate:
     limit: int
     running: int = 0
     waiting: deque[ClaimedJob] = attrs.field(factory=deque)
-
-
-class _LazyLogger:
-    """Creates the job logger on first use, so jobs that never log pay nothing."""
-
-    __slots__ = ("_context", "_factory", "logger")
-
-    def __init__(self, factory: JobLoggerFactory, context: JobLoggerContext) -> None:
-        self._factory = factory
-        self._context = context
-        self.logger: JobLogger | None = None
-
-    def get(self) -> JobLogger:
-        if self.logger is None:
-            self.logger = self._factory.create(self._context)
-        return self.logger
-
-    def finish(self) -> None:
-        logger = self.logger
-        if logger is None:
-            return
-        for name in ("flush", "close"):
-            method = getattr(logger, name, None)
-            if callable(method):
-                try:
-                    method()
-                except Exception:  # noqa: BLE001 - logging never fails a job
-                    _log.debug("job logger %s() failed", name, exc_info=True)
-
-
-class _Context(RunningJobContext):
-    """``RunningJobContext`` whose logger is created lazily."""
-
-    __slots__ = ("_lazy",)
-
-    def __init__(self, lazy: _LazyLogger, **kwargs: Any) -> None:
-        super().__init__(logger=None, **kwargs)  # type: ignore[arg-type]
-        self._lazy = lazy
-
-    @property
-    def logger(self) -> JobLogger:
-        return self._lazy.get()
 
 
 class Worker:
@@ -267,11 +207,25 @@ class Worker:
         self._codec = codec if codec is not None else PayloadCodec.disabled()
         self._authorization = effective_policy(authorization)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
-        self._config = settings
         s = self.settings
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
         self._extension = store.capability(JobExtensionStore)
+        self._jobs = JobExecutor(
+            loader=self._resolver,
+            arg_resolver=arg_resolver,
+            bean_resolver=bean_resolver,
+            resilience=resilience,
+            logger_factory=logger_factory,
+            serializer=serializer,
+            sanitizer=error_sanitizer,
+            extension=self._extension,
+            node_id=self.node_id,
+            codec=self._codec,
+            authorization=self._authorization,
+            begin=self._begin,
+            finish=self._finish,
+        )
         self._query = store.capability(JobQueryStore)
         self._store_name = type(store).__name__
         self._is_transient = transient_predicate(store)
@@ -279,18 +233,20 @@ class Worker:
         self._inline = tuning.default_threading_mode() is ThreadingMode.INLINE
         self._sync_limit = tuning.max_concurrency("sync", s.concurrency)
         self._async_limit = tuning.max_concurrency("async", s.concurrency)
-        self._capacity = max(1, s.concurrency + s.prefetch)
-        # While every job thread is busy, claim again only once this many slots are free:
-        # fewer, larger claims (a claim costs about as much for 50 jobs as for 5). A free job
-        # thread is never kept waiting for the watermark.
-        self._watermark = max(1, min(s.claim_batch_size, self._capacity) // 2)
-        self._busy_at = max(1, s.concurrency)
+        capacity = max(1, s.concurrency + s.prefetch)
+        self._wake = threading.Event()
+        self._slots = SlotCount(
+            capacity,
+            busy_at=s.concurrency,
+            watermark=max(1, min(s.claim_batch_size, capacity) // 2),
+            on_free=self._wake.set,
+        )
+        self._producer = Producer(self._slots, self._claim, self._guard, s.claim_batch_size)
         self._targets = list(s.execution_targets) or None
         self._tags = None if self._tag_filter.is_empty else self._tag_filter
 
         self._lock = threading.Lock()
         self._owned: dict[UUID, ClaimedJob] = {}
-        self._active = 0
         self._gates: dict[str, _Gate] = {
             "sync": _Gate(self._sync_limit),
             "async": _Gate(self._async_limit),
@@ -298,11 +254,8 @@ class Worker:
         self._counters = Counters()
         self._clock_offset = timedelta(0)
 
-        self._wake = threading.Event()
         self._wakeup_requested = False
-        self._slot_waiting = False
         self._empty_polls = 0
-        self._idle_cond = threading.Condition(self._lock)
 
         self._state = "new"
         self._stopping = False
@@ -370,6 +323,7 @@ class Worker:
             metrics=self._metrics,
             audit=self._audit,
             store_name=self._store_name,
+            on_failure=self._on_failure_written,
         )
         if not self._inline:
             self._executor = self._executor_provider.job_executor(self._sync_limit)
@@ -425,13 +379,8 @@ class Worker:
         if self._poller is not None and self._poller is not threading.current_thread():
             self._poller.join(timeout=max(limit, 5.0) + 30)
         self._release_queued()
-        deadline = time.monotonic() + limit
+        self._slots.wait_until_free(limit)
         with self._lock:
-            while self._active > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._idle_cond.wait(remaining)
             leftovers = [j for j in self._owned.values() if j.state == RUNNING]
         for job in leftovers:
             self._requeue_interrupted(job)
@@ -534,7 +483,7 @@ class Worker:
 
     def _is_idle(self, deadline: float) -> bool:
         with self._lock:
-            busy = bool(self._owned) or self._active > 0 or self._settling()
+            busy = bool(self._owned) or self._slots.in_use > 0 or self._settling()
             polls = self._empty_polls
         if busy:
             time.sleep(0.005)
@@ -543,7 +492,7 @@ class Worker:
         self._request_poll()
         while time.monotonic() < deadline:
             with self._lock:
-                if self._owned or self._active or self._settling():
+                if self._owned or self._slots.in_use or self._settling():
                     return False
                 if self._empty_polls >= polls + 2:
                     break
@@ -620,22 +569,8 @@ class Worker:
 
     def _poll(self) -> None:
         strategy = self._polling.create(self.settings.polling)
-        batch = self.settings.claim_batch_size
         max_wait = self.settings.polling.max_interval.total_seconds()
         while not self._stopping:
-            free = self._capacity - self._active
-            if free <= 0 or (self._active >= self._busy_at and free < self._watermark):
-                self._slot_waiting = True
-                active = self._active
-                if active < self._busy_at or self._capacity - active >= self._watermark:
-                    # freed meanwhile
-                    self._slot_waiting = False
-                    continue
-                self._wake.wait(max_wait)
-                self._wake.clear()
-                self._slot_waiting = False
-                continue
-            want = min(free, batch)
             open_for = self._guard.open_for()
             if open_for:
                 self._wake.wait(min(open_for, max_wait * 5))
@@ -643,36 +578,41 @@ class Worker:
                 continue
             self._wakeup_requested = False
             try:
-                claimed = self._guard.claim(functools.partial(self._claim, want))
+                claim = self._producer.poll_once()
             except CircuitBreakerOpenError:
                 continue
             except Exception as exc:  # noqa: BLE001 - the poller must survive store outages
                 self._metrics.claim_transient_failure(type(exc).__name__)
-                pause = strategy.next_delay(0, free).total_seconds()
+                pause = strategy.next_delay(0, self._slots.capacity).total_seconds()
                 _log.warning("claiming jobs failed (%s); retrying in %.1fs", one_line(exc), pause)
                 self._wake.wait(pause)
                 self._wake.clear()
                 continue
+            if claim is None:  # no free slot: a finishing job wakes us
+                self._wake.wait(max_wait)
+                self._wake.clear()
+                continue
+            claimed, want = claim.jobs, claim.asked
             if claimed:
                 self._metrics.jobs_claimed(self.node_id, len(claimed))
-                for entity in claimed:
+                for job in [ClaimedJob(entity) for entity in claimed]:
                     # one job's failure must not strand the rest of the batch (claimed by
                     # this node but unknown to it until stale recovery)
                     try:
-                        self._accept(entity)
+                        self._accept(job)
                     except Exception:  # noqa: BLE001 - a pluggable part's bug
                         _log.exception(
                             "worker %s: accepting job %s failed; releasing its claim",
                             self.node_id,
-                            entity.id,
+                            job.entity.id,
                         )
-                        self._abandon(entity)
+                        self._abandon(job)
                 if len(claimed) == want:
                     continue  # the queue probably holds more: claim again at once
             else:
                 with self._lock:
                     self._empty_polls += 1
-            delay = strategy.next_delay(len(claimed), free).total_seconds()
+            delay = strategy.next_delay(len(claimed), want).total_seconds()
             if self._woken():
                 strategy.reset()
                 continue
@@ -698,13 +638,12 @@ class Worker:
             self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
         )
 
-    def _accept(self, entity: JobEntity) -> None:
-        job = ClaimedJob(entity)
+    def _accept(self, job: ClaimedJob) -> None:
+        entity = job.entity
         with self._lock:
             self._owned[entity.id] = job
-            self._active += 1
         self._counters.add("claimed")
-        refusal = self._prepare(job)
+        refusal = self._jobs.prepare(job)
         if isinstance(refusal, TargetNotImportableError):
             self._fail_unstarted(job, refusal)
             return
@@ -712,7 +651,7 @@ class Worker:
             self._dead_letter_unstarted(job, refusal)
             return
         if self._inline and not job.is_async:
-            self._run_sync(job)
+            self._jobs.run_sync(job)
             return
         with self._lock:
             gate = self._gates.get(job.gate)
@@ -745,21 +684,21 @@ class Worker:
             )
         return _Gate(limit)
 
-    def _abandon(self, entity: JobEntity) -> None:
+    def _abandon(self, job: ClaimedJob) -> None:
         """Give back the claim of a job whose acceptance failed before it started: fenced
         ``release_claim`` (the attempt is not counted), so another poll runs it."""
+        entity = job.entity
         with self._lock:
-            job = self._owned.get(entity.id)
-            if job is not None and job.entity is entity:
-                if job.state != QUEUED and job.started_at is not None:
-                    return  # it started: its own outcome path accounts for it
-                job.state = RELEASED
-                for gate in self._gates.values():
-                    if job in gate.waiting:
-                        gate.waiting.remove(job)
-                self._disown(job)
-                self._active -= 1
-                self._idle_cond.notify_all()
+            if job.state != QUEUED and job.started_at is not None:
+                return  # it started: its own outcome path accounts for it
+            if job.state == FINISHED:
+                return  # refused or failed before starting: already written
+            job.state = RELEASED
+            for gate in self._gates.values():
+                if job in gate.waiting:
+                    gate.waiting.remove(job)
+            self._disown(job)
+        self._give_back(job)
         applied = self._write(
             "release_claim",
             lambda: self._store.release_claim(entity.id, entity.claim_seq),
@@ -767,46 +706,16 @@ class Worker:
         )
         if applied:
             self._counters.add("released")
-        if self._slot_waiting:
-            self._wake.set()
-
-    def _prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
-        """Decode and re-check the job; the reason it must not run (a target that cannot be
-        imported here: the error, to be retried), or None."""
-        entity = job.entity
-        if entity.attempt > entity.max_retries + 1:
-            return (
-                f"WorkerLost: attempt {entity.attempt} exceeds max_retries {entity.max_retries} "
-                "after the previous attempt's worker stopped; not run again"
-            )
-        try:
-            invocation = self._codec.open_invocation(entity)
-            if self._authorization is not None:
-                self._authorization.check_execute(
-                    authorization_request(entity, invocation, self._extension)
-                )
-            loaded = self._resolver.load(invocation)
-        except TargetNotImportableError as exc:
-            return exc
-        except _REFUSED as exc:
-            return f"refused at dispatch: {self._sanitizer.sanitize(exc)}"
-        except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
-            return f"cannot load the job target: {self._sanitizer.sanitize(exc)}"
-        job.invocation = invocation
-        job.loaded = loaded
-        label = entity.execution_target
-        job.gate = label if label else ("async" if loaded.is_async else "sync")
-        return None
 
     def _submit(self, job: ClaimedJob) -> None:
         if job.is_async:
             loop = self._event_loop()
-            asyncio.run_coroutine_threadsafe(self._run_async(job), loop)
+            asyncio.run_coroutine_threadsafe(self._jobs.run_async(job), loop)
         elif self._executor is None:
-            self._run_sync(job)
+            self._jobs.run_sync(job)
         else:
             try:
-                self._executor.submit(self._run_sync, job)
+                self._executor.submit(self._jobs.run_sync, job)
             except RuntimeError:  # executor shut down: the job is released by stop()
                 _log.debug("executor closed; job %s stays queued for release", job.entity.id)
 
@@ -904,102 +813,16 @@ class Worker:
             self._disown(job)
         self._release_slot(job)
 
-    def _context(self, job: ClaimedJob) -> tuple[JobContext | None, _LazyLogger | None]:
-        if not job.loaded.context_parameters:
-            return None, None
-        entity = job.entity
-        lazy = _LazyLogger(
-            self._logger_factory,
-            JobLoggerContext(
-                job_id=entity.id,
-                target=entity.target,
-                attempt=entity.attempt,
-                node_id=self.node_id,
-                job_type=entity.job_type,
-            ),
-        )
-        ctx = _Context(
-            lazy,
-            job_id=entity.id,
-            attempt=entity.attempt,
-            claim_seq=entity.claim_seq,
-            extension_store=self._codec.state_store(entity, self._extension),
-            serializer=self._serializer,
-            signal_payload=entity.signal_payload,
-        )
-        return ctx, lazy
-
-    def _call_plan(
-        self, job: ClaimedJob, ctx: JobContext | None
-    ) -> tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any]:
-        """The function, its arguments and the bean handle (or None) for one call."""
-        invocation = job.invocation
-        assert invocation is not None
-        patched = self._arg_resolver.resolve_arguments(job.entity.id, invocation)
-        if patched is not None and patched is not invocation:
-            # Only the arguments of the hook's answer are honoured: the target stays the one
-            # that passed the security checks.
-            invocation = attrs.evolve(invocation, args=patched.args, kwargs=patched.kwargs)
-        args, kwargs = self._resolver.bind_arguments(job.loaded, invocation, ctx)
-        owner = job.loaded.owner_class
-        if owner is None:
-            return job.loaded.function, args, kwargs, None
-        bean = self._beans.acquire(owner)
-        return job.loaded.function, (bean.instance, *args), kwargs, bean
-
-    def _run_sync(self, job: ClaimedJob) -> None:
-        if not self._begin(job):
-            return
-        lazy: _LazyLogger | None = None
-        try:
-            ctx, lazy = self._context(job)
-            function, args, kwargs, bean = self._call_plan(job, ctx)
-            try:
-                breaker = job.loaded.circuit_breaker
-                job.called = True
-                if breaker is None:
-                    result = function(*args, **kwargs)
-                else:
-                    service, exception_filter = breaker
-                    result = self._resilience.execute(
-                        service, lambda: function(*args, **kwargs), exception_filter
-                    )
-            finally:
-                if bean is not None:
-                    bean.close()
-        except _JOB_ERRORS as exc:  # every job error goes through the retry path
-            self._finish_failure(job, exc, lazy)
-        else:
-            self._finish_success(job, result, lazy)
-
-    async def _run_async(self, job: ClaimedJob) -> None:
-        if not self._begin(job):
-            return
-        lazy: _LazyLogger | None = None
-        try:
-            ctx, lazy = self._context(job)
-            function, args, kwargs, bean = self._call_plan(job, ctx)
-            try:
-                breaker = job.loaded.circuit_breaker
-                job.called = True
-                if breaker is None:
-                    result = await function(*args, **kwargs)
-                else:
-                    service, exception_filter = breaker
-                    result = await self._resilience.execute_async(
-                        service, lambda: function(*args, **kwargs), exception_filter
-                    )
-            finally:
-                if bean is not None:
-                    bean.close()
-        except _JOB_ERRORS as exc:  # every job error goes through the retry path
-            self._finish_failure(job, exc, lazy)
-        else:
-            self._finish_success(job, result, lazy)
-
     # ================================================================ outcomes
 
-    def _finish_success(self, job: ClaimedJob, result: Any, lazy: _LazyLogger | None) -> None:
+    def _finish(self, outcome: Outcome) -> None:
+        """The executor's "job finished" hook: write the outcome of one call."""
+        if outcome.error is None:
+            self._finish_success(outcome.job, outcome.result, outcome.logger)
+        else:
+            self._finish_failure(outcome.job, outcome.error, outcome.logger)
+
+    def _finish_success(self, job: ClaimedJob, result: Any, lazy: LazyJobLogger | None) -> None:
         entity = job.entity
         try:
             serialized = self._results.serialize(entity.id, result)
@@ -1024,7 +847,7 @@ class Worker:
             )
         job.state = FINISHED
         assert self._batcher is not None
-        self._batcher.add(
+        self._batcher.succeed(
             PendingCompletion(
                 Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=stored_result),
                 record,
@@ -1045,7 +868,6 @@ class Worker:
         with self._lock:
             for item in batch:
                 self._disown(item.token)
-            self._idle_cond.notify_all()
         self._counters.add("succeeded", len(applied))
         if stale:
             self._counters.add("stale", len(stale))
@@ -1057,7 +879,7 @@ class Worker:
             )
 
     def _finish_failure(
-        self, job: ClaimedJob, exc: BaseException, lazy: _LazyLogger | None
+        self, job: ClaimedJob, exc: BaseException, lazy: LazyJobLogger | None
     ) -> None:
         entity = job.entity
         breaker = job.loaded.circuit_breaker if job.loaded is not None else None
@@ -1076,7 +898,7 @@ class Worker:
         elapsed = job.elapsed_ms
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
         delay: timedelta | None
-        if isinstance(exc, _REFUSED) and not job.called:
+        if isinstance(exc, REFUSED) and not job.called:
             delay = None  # the stored arguments can never be restored: retrying cannot help
         else:
             decision = decide_retry(
@@ -1087,48 +909,88 @@ class Worker:
                 cause=exc,
             )
             delay = decision.delay
-        applied = self._write_failure(job, message, delay, elapsed)
-        if self._workflow is not None and applied:
-            self._workflow.failed(entity, exc, dead_lettered=delay is None)
-        with self._lock:
-            self._disown(job)
+        trace = sanitized_traceback(exc, self._sanitizer)
+        self._write_failure(job, message, delay, elapsed, trace=trace, cause=exc)
         self._release_slot(job)
 
     def _write_failure(
-        self, job: ClaimedJob, message: str, delay: timedelta | None, elapsed: int
-    ) -> bool | None:
-        """Schedule the retry after ``delay`` (None: dead letter), fenced by the claim; the
-        store's answer (None: not written)."""
+        self,
+        job: ClaimedJob,
+        message: str,
+        delay: timedelta | None,
+        elapsed: int,
+        *,
+        trace: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        """Log the failed attempt (WARNING when retried, ERROR for the dead letter, with the
+        sanitized traceback) and schedule the retry after ``delay`` (None: dead letter),
+        fenced by the claim."""
         entity = job.entity
-        message = self._codec.seal_error(entity, message)
         if delay is not None:
-            run_at = self._now() + delay
-            applied = self._write(
-                "schedule_retry",
-                lambda: self._store.schedule_retry(entity.id, entity.claim_seq, run_at, message),
+            _log.warning(
+                "job %s (%s): attempt %d failed, retried in %.1fs: %s%s",
                 entity.id,
+                entity.target,
+                entity.attempt,
+                delay.total_seconds(),
+                message,
+                f"\n{trace}" if trace else "",
             )
-            outcome = "retried"
         else:
-            applied = self._write(
-                "mark_failed_terminal",
-                lambda: self._store.mark_failed_terminal(entity.id, entity.claim_seq, message),
+            _log.error(
+                "job %s (%s): attempt %d failed, sent to the dead letter: %s%s",
                 entity.id,
+                entity.target,
+                entity.attempt,
+                message,
+                f"\n{trace}" if trace else "",
             )
-            outcome = "failed"
+        record = None
+        if self._audit is not None:
+            record = ExecutionRecord(
+                job_id=entity.id,
+                attempt=entity.attempt,
+                node_id=self.node_id,
+                status=JobStatus.FAILED,
+                started_at=job.started_at or datetime.now(UTC),
+                finished_at=datetime.now(UTC),
+                duration_ms=elapsed,
+                error=self._codec.seal_error(entity, message),
+                traceback=self._codec.seal_error(entity, trace) if trace else None,
+            )
+        assert self._batcher is not None
+        self._batcher.fail(
+            PendingFailure(
+                job_id=entity.id,
+                claim_seq=entity.claim_seq,
+                message=self._codec.seal_error(entity, message),  # encrypted jobs: sealed
+                run_at=None if delay is None else self._now() + delay,
+                record=record,
+                token=job,
+                cause=cause,
+            )
+        )
+
+    def _on_failure_written(self, item: PendingFailure, applied: bool | None) -> None:
+        """The completer's report of one failure write: count it and stop owning the job
+        (a job whose write failed is then recovered by the stale-job sweep)."""
+        job: ClaimedJob = item.token
+        with self._lock:
+            self._disown(job)
         if applied:
-            self._counters.add(outcome)
-            self._save_failure_record(job, message, elapsed)
+            self._counters.add("retried" if item.run_at is not None else "failed")
+            if self._workflow is not None:  # settles the steps waiting for a dead letter
+                cause = item.cause if item.cause is not None else RuntimeError(item.message)
+                self._workflow.failed(job.entity, cause, dead_lettered=item.run_at is None)
         elif applied is False:
             self._counters.add("stale")
-            self._save_failure_record(job, message, elapsed, superseded=True)
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
                 "(cancelled or recovered elsewhere while running)",
-                entity.id,
-                entity.attempt,
+                item.job_id,
+                job.entity.attempt,
             )
-        return applied
 
     def _backoff(self, entity: JobEntity) -> BackoffPolicy | None:
         try:
@@ -1136,29 +998,6 @@ class Worker:
         except Exception:  # noqa: BLE001 - fall back to the default backoff
             _log.warning("job %s has an unreadable backoff; using the default", entity.id)
             return None
-
-    def _save_failure_record(
-        self, job: ClaimedJob, message: str, elapsed: int, *, superseded: bool = False
-    ) -> None:
-        if self._audit is None:
-            return
-        entity = job.entity
-        try:
-            self._audit.save_execution(
-                ExecutionRecord(
-                    job_id=entity.id,
-                    attempt=entity.attempt,
-                    node_id=self.node_id,
-                    status=JobStatus.FAILED,
-                    started_at=job.started_at or datetime.now(UTC),
-                    finished_at=datetime.now(UTC),
-                    duration_ms=elapsed,
-                    error=message,
-                    superseded=superseded,
-                )
-            )
-        except Exception:  # noqa: BLE001 - audit is best effort
-            _log.warning("saving the execution record of job %s failed", entity.id, exc_info=True)
 
     def _write(self, operation: str, write: Callable[[], bool], job_id: UUID) -> bool | None:
         """A fenced outcome write, retried on transient errors (``retry_transient``). True or
@@ -1198,9 +1037,6 @@ class Worker:
         message = self._sanitizer.sanitize(exc)
         job.state = FINISHED
         self._metrics.job_failed(entity.id, entity.job_type, exc, entity.attempt)
-        _log.warning(
-            "job %s (%s): attempt %d failed: %s", entity.id, entity.target, entity.attempt, message
-        )
         decision = decide_retry(
             self._retry_policy,
             attempt=entity.attempt,
@@ -1208,13 +1044,9 @@ class Worker:
             backoff=self._backoff(entity),
             cause=exc,
         )
-        self._write_failure(job, message, decision.delay, 0)
-        with self._lock:
-            self._disown(job)
-            self._active -= 1
-            self._idle_cond.notify_all()
-        if self._slot_waiting:
-            self._wake.set()
+        trace = sanitized_traceback(exc, self._sanitizer)
+        self._write_failure(job, message, decision.delay, 0, trace=trace, cause=exc)
+        self._give_back(job)
 
     def _dead_letter_unstarted(self, job: ClaimedJob, reason: str) -> None:
         entity = job.entity
@@ -1229,16 +1061,13 @@ class Worker:
         self._counters.add("failed" if applied else "stale")
         with self._lock:
             self._disown(job)
-            self._active -= 1
-            self._idle_cond.notify_all()
-        if self._slot_waiting:
-            self._wake.set()
+        self._give_back(job)
 
     def _release_slot(self, job: ClaimedJob) -> None:
         next_job: ClaimedJob | None = None
         self._counters.add("running", -1)
+        self._give_back(job)
         with self._lock:
-            self._active -= 1
             gate = self._gates.get(job.gate)
             if gate is not None and not (self._inline and not job.is_async):
                 gate.running -= 1
@@ -1247,11 +1076,16 @@ class Worker:
                     if candidate.state == QUEUED:
                         next_job = candidate
                         gate.running += 1
-            self._idle_cond.notify_all()
         if next_job is not None:
             self._submit(next_job)
-        if self._slot_waiting:
-            self._wake.set()
+
+    def _give_back(self, job: ClaimedJob) -> None:
+        """Return ``job``'s slot to the producer (once per claimed job)."""
+        with self._lock:
+            if not job.holds_slot:
+                return
+            job.holds_slot = False
+        self._slots.give_back()
 
     # ================================================================ shutdown helpers
 
@@ -1271,8 +1105,7 @@ class Worker:
             )
             with self._lock:
                 self._disown(job)
-                self._active -= 1
-                self._idle_cond.notify_all()
+            self._give_back(job)
             if applied:
                 self._counters.add("released")
 

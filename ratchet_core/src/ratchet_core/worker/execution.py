@@ -28,6 +28,7 @@ class ClaimedJob:
         "called",
         "entity",
         "gate",
+        "holds_slot",
         "invocation",
         "loaded",
         "started_at",
@@ -44,6 +45,7 @@ class ClaimedJob:
         self.started_at: datetime | None = None
         self.started_mono = 0.0
         self.called = False
+        self.holds_slot = True
 
     @property
     def elapsed_ms(self) -> int:

@@ -1,0 +1,306 @@
+"""The executor: runs one claimed job, ``def`` or ``async def``, with one call plan.
+
+:meth:`JobExecutor.prepare` decodes the stored invocation and repeats the security checks
+through the ``TargetLoader`` before anything runs. :meth:`JobExecutor.run_sync` and
+:meth:`JobExecutor.run_async` then
+
+1. ask the worker's ``begin(job)`` hook whether the job may run now ("job about to run": the
+   slot and state bookkeeping, the circuit-breaker pre-check, the ``job_started`` metric);
+2. build the :class:`CallPlan`: the ``JobContext`` (logger created lazily), the arguments
+   patched by the ``PreExecutionArgResolver`` and restored by the loader, the bean instance of
+   a method target;
+3. call the target (under the ``ResilienceStrategy`` when it is marked ``@circuit_breaker``),
+   close the bean;
+4. hand the :class:`Outcome` to the worker's ``finish(outcome)`` hook ("job finished").
+
+Both entry points share every step but the call itself (``plan.call()`` vs
+``await plan.call_async()``). Nothing here touches threads: a test calls ``run_sync`` directly
+or drives ``run_async`` with ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from ratchet_api.errors import (
+    ClassNotAllowedError,
+    EncryptionError,
+    InvalidTargetError,
+    JobAuthorizationError,
+    PayloadError,
+    TargetNotImportableError,
+)
+from ratchet_api.model import JobLoggerContext
+from ratchet_api.spi import (
+    BeanResolver,
+    ErrorSanitizer,
+    JobAuthorizationPolicy,
+    JobLogger,
+    JobLoggerFactory,
+    PayloadSerializer,
+    PreExecutionArgResolver,
+    ResilienceStrategy,
+    TargetLoader,
+)
+from ratchet_api.spi.runtime import ManagedBean
+from ratchet_api.store.protocols import JobExtensionStore
+from ratchet_core.authorization import authorization_request
+from ratchet_core.codec import PayloadCodec
+from ratchet_core.context import RunningJobContext
+from ratchet_core.worker.execution import ClaimedJob
+
+_log = logging.getLogger("ratchet.worker")
+
+REFUSED = (
+    InvalidTargetError,
+    ClassNotAllowedError,
+    PayloadError,
+    EncryptionError,
+    JobAuthorizationError,
+)
+"""Dispatch-time refusals: the job can never run as stored, so it is not retried."""
+
+JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
+"""What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
+``CancelledError`` escaping a coroutine are failed attempts, never a job left RUNNING with its
+slot taken. (``GeneratorExit`` is left alone: it closes an abandoned coroutine.)"""
+
+
+class LazyJobLogger:
+    """Creates the job logger on first use, so jobs that never log pay nothing."""
+
+    __slots__ = ("_context", "_factory", "logger")
+
+    def __init__(self, factory: JobLoggerFactory, context: JobLoggerContext) -> None:
+        self._factory = factory
+        self._context = context
+        self.logger: JobLogger | None = None
+
+    def get(self) -> JobLogger:
+        if self.logger is None:
+            self.logger = self._factory.create(self._context)
+        return self.logger
+
+    def finish(self) -> None:
+        logger = self.logger
+        if logger is None:
+            return
+        for name in ("flush", "close"):
+            method = getattr(logger, name, None)
+            if callable(method):
+                try:
+                    method()
+                except Exception:  # noqa: BLE001 - logging never fails a job
+                    _log.debug("job logger %s() failed", name, exc_info=True)
+
+
+class _Context(RunningJobContext):
+    """``RunningJobContext`` whose logger is created lazily."""
+
+    __slots__ = ("_lazy",)
+
+    def __init__(self, lazy: LazyJobLogger, **kwargs: Any) -> None:
+        super().__init__(logger=None, **kwargs)  # type: ignore[arg-type]
+        self._lazy = lazy
+
+    @property
+    def logger(self) -> JobLogger:
+        return self._lazy.get()
+
+
+@attrs.define(slots=True)
+class CallPlan:
+    """One call of a job target: function, arguments, bean handle, breaker."""
+
+    function: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    bean: ManagedBean | None
+    breaker: Any
+    resilience: ResilienceStrategy
+
+    def call(self) -> Any:
+        """Call a ``def`` target; the bean is closed afterwards whatever happens."""
+        try:
+            if self.breaker is None:
+                return self.function(*self.args, **self.kwargs)
+            service, exception_filter = self.breaker
+            return self.resilience.execute(
+                service, lambda: self.function(*self.args, **self.kwargs), exception_filter
+            )
+        finally:
+            self.close()
+
+    async def call_async(self) -> Any:
+        """Await an ``async def`` target; the bean is closed afterwards whatever happens."""
+        try:
+            if self.breaker is None:
+                return await self.function(*self.args, **self.kwargs)
+            service, exception_filter = self.breaker
+            return await self.resilience.execute_async(
+                service, lambda: self.function(*self.args, **self.kwargs), exception_filter
+            )
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        bean, self.bean = self.bean, None
+        if bean is not None:
+            bean.close()
+
+
+@attrs.define(slots=True)
+class Outcome:
+    """How one call ended: ``error`` None means success with ``result``. ``logger`` is the
+    attempt's job logger when the job asked for a context (finish it after use)."""
+
+    job: ClaimedJob
+    result: Any = None
+    error: BaseException | None = None
+    logger: LazyJobLogger | None = None
+
+
+class JobExecutor:
+    """Prepares and runs claimed jobs (see the module docstring). Thread safe: it keeps no
+    per-job state of its own."""
+
+    def __init__(
+        self,
+        *,
+        loader: TargetLoader,
+        arg_resolver: PreExecutionArgResolver,
+        bean_resolver: BeanResolver,
+        resilience: ResilienceStrategy,
+        logger_factory: JobLoggerFactory,
+        serializer: PayloadSerializer,
+        sanitizer: ErrorSanitizer,
+        extension: JobExtensionStore | None,
+        node_id: str,
+        codec: PayloadCodec | None = None,
+        authorization: JobAuthorizationPolicy | None = None,
+        begin: Callable[[ClaimedJob], bool],
+        finish: Callable[[Outcome], None],
+    ) -> None:
+        self._loader = loader
+        self._arg_resolver = arg_resolver
+        self._beans = bean_resolver
+        self._resilience = resilience
+        self._logger_factory = logger_factory
+        self._serializer = serializer
+        self._sanitizer = sanitizer
+        self._extension = extension
+        self._node_id = node_id
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
+        self._authorization = authorization
+        self._begin = begin
+        self._finish = finish
+
+    def prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
+        """Decode and re-check the job: None when it may run (``job.invocation``,
+        ``job.loaded`` and ``job.gate`` are set), a ``TargetNotImportableError`` when its target
+        cannot be imported here (a failed attempt, retried), else the reason it must never run
+        (dead letter)."""
+        entity = job.entity
+        if entity.attempt > entity.max_retries + 1:
+            return (
+                f"WorkerLost: attempt {entity.attempt} exceeds max_retries {entity.max_retries} "
+                "after the previous attempt's worker stopped; not run again"
+            )
+        try:
+            invocation = self._codec.open_invocation(entity)  # decrypted when sealed
+            if self._authorization is not None:
+                self._authorization.check_execute(
+                    authorization_request(entity, invocation, self._extension)
+                )
+            loaded = self._loader.load(invocation)
+        except TargetNotImportableError as exc:
+            return exc
+        except REFUSED as exc:
+            return f"refused at dispatch: {self._sanitizer.sanitize(exc)}"
+        except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
+            return f"cannot load the job target: {self._sanitizer.sanitize(exc)}"
+        job.invocation = invocation
+        job.loaded = loaded
+        label = entity.execution_target
+        job.gate = label if label else ("async" if loaded.is_async else "sync")
+        return None
+
+    def run_sync(self, job: ClaimedJob) -> None:
+        """Run a prepared ``def`` job on this thread and report its outcome."""
+        if not self._begin(job):
+            return
+        outcome = Outcome(job)
+        try:
+            plan = self._plan(outcome)
+            job.called = True
+            outcome.result = plan.call()
+        except JOB_ERRORS as exc:  # every job error goes through the retry path
+            outcome.error = exc
+        self._finish(outcome)
+
+    async def run_async(self, job: ClaimedJob) -> None:
+        """Run a prepared ``async def`` job on the running loop and report its outcome."""
+        if not self._begin(job):
+            return
+        outcome = Outcome(job)
+        try:
+            plan = self._plan(outcome)
+            job.called = True
+            outcome.result = await plan.call_async()
+        except JOB_ERRORS as exc:  # every job error goes through the retry path
+            outcome.error = exc
+        self._finish(outcome)
+
+    def _plan(self, outcome: Outcome) -> CallPlan:
+        job = outcome.job
+        entity = job.entity
+        loaded = job.loaded
+        context = None
+        if loaded.context_parameters:
+            outcome.logger = LazyJobLogger(
+                self._logger_factory,
+                JobLoggerContext(
+                    job_id=entity.id,
+                    target=entity.target,
+                    attempt=entity.attempt,
+                    node_id=self._node_id,
+                    job_type=entity.job_type,
+                ),
+            )
+            context = _Context(
+                outcome.logger,
+                job_id=entity.id,
+                attempt=entity.attempt,
+                claim_seq=entity.claim_seq,
+                extension_store=self._codec.state_store(entity, self._extension),
+                serializer=self._serializer,
+                signal_payload=entity.signal_payload,
+            )
+        invocation = job.invocation
+        assert invocation is not None
+        patched = self._arg_resolver.resolve_arguments(entity.id, invocation)
+        if patched is not None and patched is not invocation:
+            # Only the arguments of the hook's answer are honoured: the target stays the one
+            # that passed the security checks.
+            invocation = attrs.evolve(invocation, args=patched.args, kwargs=patched.kwargs)
+        args, kwargs = self._loader.bind_arguments(loaded, invocation, context)
+        bean = None
+        if loaded.owner_class is not None:
+            bean = self._beans.acquire(loaded.owner_class)
+            args = (bean.instance, *args)
+        return CallPlan(
+            function=loaded.function,
+            args=args,
+            kwargs=kwargs,
+            bean=bean,
+            breaker=loaded.circuit_breaker,
+            resilience=self._resilience,
+        )
+
+
+__all__ = ["JOB_ERRORS", "REFUSED", "CallPlan", "JobExecutor", "LazyJobLogger", "Outcome"]

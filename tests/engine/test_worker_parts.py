@@ -1,0 +1,185 @@
+"""The worker's parts on the TCK memory store, without threads or sleeps (issue 15): the
+executor runs one job, ``def`` or ``async def``, through the same call plan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+from dependency_injector import providers
+
+from ratchet_api.errors import TargetNotImportableError
+from ratchet_api.model import JobInvocation
+from ratchet_core.payload import encode_invocation
+from ratchet_core.worker.execution import ClaimedJob
+from ratchet_core.worker.executor import JobExecutor, Outcome
+from ratchet_tck.memory import InMemoryJobStore
+from tests.engine import targets
+from tests.engine.conftest import build_container
+
+
+@pytest.fixture
+def memory() -> Iterator[Any]:
+    container = build_container("sqlite:///unused.db")
+    store = InMemoryJobStore()
+    with container.job_store.override(providers.Object(store)):
+        yield container
+
+
+def executor(container: Any, outcomes: list[Outcome], begin: bool = True) -> JobExecutor:
+    return JobExecutor(
+        loader=container.target_loader(),
+        arg_resolver=container.pre_execution_arg_resolver(),
+        bean_resolver=container.bean_resolver(),
+        resilience=container.resilience_strategy(),
+        logger_factory=container.job_logger_factory(),
+        serializer=container.payload_serializer(),
+        sanitizer=container.error_sanitizer(),
+        extension=None,
+        node_id="node-a",
+        begin=lambda job: begin,
+        finish=outcomes.append,
+    )
+
+
+def claimed(container: Any, target: Any, *args: Any) -> ClaimedJob:
+    container.scheduler().enqueue(target, *args)
+    (entity,) = container.job_store().claim_next_batch("node-a", 1)
+    return ClaimedJob(entity)
+
+
+def test_a_sync_job_runs_through_the_call_plan(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.add, 2, 3)
+    assert jobs.prepare(job) is None and job.gate == "sync"
+    jobs.run_sync(job)
+    ((outcome),) = outcomes
+    assert (outcome.job, outcome.result, outcome.error) == (job, 5, None)
+    assert job.called
+
+
+def test_an_async_job_runs_through_the_same_plan(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.async_add, 4, 5)
+    assert jobs.prepare(job) is None and job.gate == "async"
+    asyncio.run(jobs.run_async(job))
+    assert [(o.result, o.error) for o in outcomes] == [(9, None)]
+
+
+def test_a_failing_job_reports_its_error(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes)
+    job = claimed(memory, targets.fail_always, "boom")
+    assert jobs.prepare(job) is None
+    jobs.run_sync(job)
+    ((outcome),) = outcomes
+    assert isinstance(outcome.error, RuntimeError) and str(outcome.error) == "boom"
+
+
+def test_a_job_the_begin_hook_refuses_never_runs(memory: Any) -> None:
+    outcomes: list[Outcome] = []
+    jobs = executor(memory, outcomes, begin=False)
+    job = claimed(memory, targets.add, 1, 1)
+    assert jobs.prepare(job) is None
+    jobs.run_sync(job)
+    assert outcomes == [] and not job.called
+
+
+def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
+    jobs = executor(memory, [])
+    job = claimed(memory, targets.add, 1, 1)
+    store = memory.job_store()
+    missing = JobInvocation(module="tests.engine.no_such_module", qualname="f", args=())
+    stored = store.find_by_id(job.entity.id)
+    job.entity = attrs.evolve(stored, payload=encode_invocation(missing))
+    assert isinstance(jobs.prepare(job), TargetNotImportableError)
+    job.entity = attrs.evolve(stored, attempt=stored.max_retries + 2)
+    refusal = jobs.prepare(job)
+    assert isinstance(refusal, str) and refusal.startswith("WorkerLost")
+
+
+def test_the_producer_never_claims_more_than_the_free_slots(memory: Any) -> None:
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.worker.poller_guard import PollerGuard
+    from ratchet_core.worker.producer import Producer, SlotCount
+
+    store = memory.job_store()
+    for n in range(6):
+        memory.scheduler().enqueue(targets.add, n, n)
+    woken: list[bool] = []
+    slots = SlotCount(3, busy_at=2, watermark=2, on_free=lambda: woken.append(True))
+    producer = Producer(
+        slots,
+        lambda limit: store.claim_next_batch("node-a", limit),
+        PollerGuard("node-a", memory.circuit_breaker_config_provider(), NoOpMetricsCollector()),
+        batch_size=100,
+    )
+    first = producer.poll_once()
+    assert first is not None and (len(first.jobs), first.asked) == (3, 3)
+    assert slots.in_use == 3
+    assert producer.poll_once() is None  # no free slot: nothing claimed
+    slots.give_back()
+    assert woken == [True]
+    # busy (2 >= busy_at) with 1 free slot, below the watermark of 2: wait for a bigger claim
+    assert producer.poll_once() is None
+    slots.give_back()
+    second = producer.poll_once()
+    assert second is not None and (len(second.jobs), second.asked) == (2, 2)
+    assert slots.in_use == 3
+    running = store.claim_next_batch("node-b", 100)
+    assert len(running) == 1  # the sixth job was never claimed by node-a
+    slots.give_back(3)
+    assert slots.wait_until_free(0)
+
+
+def test_the_completer_writes_successes_and_failures_fenced(memory: Any) -> None:
+    from datetime import timedelta
+
+    from ratchet_api.model import JobStatus
+    from ratchet_api.store.entities import Completion
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.worker.completion import (
+        CompletionBatcher,
+        PendingCompletion,
+        PendingFailure,
+    )
+
+    store = memory.job_store()
+    ids = [memory.scheduler().enqueue(targets.add, n, n) for n in range(4)]
+    claims = {j.id: j for j in store.claim_next_batch("node-a", 10)}
+    flushed: list[list[PendingCompletion]] = []
+    failures: list[tuple[PendingFailure, bool | None]] = []
+    completer = CompletionBatcher(
+        store,
+        interval=0,
+        batch_size=10,
+        on_flushed=lambda batch, applied: flushed.append(list(applied)),
+        metrics=NoOpMetricsCollector(),
+        on_failure=lambda item, applied: failures.append((item, applied)),
+        start=False,
+    )
+    ok, retry, dead, stale = (claims[i] for i in ids)
+    completer.succeed(
+        PendingCompletion(Completion(job_id=ok.id, claim_seq=ok.claim_seq, result="0"), None)
+    )
+    later = store.server_now() + timedelta(hours=1)
+    completer.fail(PendingFailure(retry.id, retry.claim_seq, "OSError: disk", later))
+    completer.fail(PendingFailure(dead.id, dead.claim_seq, "ValueError: bad", None))
+    completer.fail(PendingFailure(stale.id, stale.claim_seq + 1, "OSError: late", later))
+    assert completer.pending == 4
+    completer.drain()
+    assert completer.pending == 0
+    assert [len(applied) for applied in flushed] == [1]
+    assert [applied for _, applied in failures] == [True, True, False]
+    statuses = [store.find_by_id(i).status for i in ids]
+    assert statuses == [
+        JobStatus.SUCCEEDED,
+        JobStatus.PENDING,
+        JobStatus.FAILED,
+        JobStatus.RUNNING,
+    ]
