@@ -42,6 +42,7 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
@@ -337,6 +338,34 @@ class SchedulerService:
     def resume(self, job_id: UUID) -> bool:
         """Release a PAUSED job. False for any other status."""
         return self._transitioned(job_id, self._store.resume_job(job_id), wake=True)
+
+    def delete(self, job_id: UUID) -> bool:
+        """Delete a job that is not RUNNING with everything it owns (tags, properties, state,
+        executions, logs). False for a running job; ``JobNotFoundError`` for an unknown id."""
+        job = self._require(job_id)
+        if job.status is JobStatus.RUNNING:
+            return False
+        return self._store.delete_job(job_id)
+
+    def retry_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """``retry`` every FAILED job matching ``query`` (see :mod:`ratchet_core.bulk`); with
+        ``dry_run`` only count them. Needs the ``JobQueryStore`` capability."""
+        return run_bulk(
+            self._store, BulkAction.RETRY, query, dry_run=dry_run, on_retried=self._wake_all
+        )
+
+    def cancel_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """``cancel`` every unfinished job matching ``query``; with ``dry_run`` only count."""
+        return run_bulk(self._store, BulkAction.CANCEL, query, dry_run=dry_run)
+
+    def delete_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """Delete every job matching ``query`` that is not RUNNING; with ``dry_run`` only
+        count."""
+        return run_bulk(self._store, BulkAction.DELETE, query, dry_run=dry_run)
+
+    def _wake_all(self, jobs: list[JobEntity]) -> None:
+        for priority, target in {(j.priority, j.execution_target) for j in jobs}:
+            self._wake(priority, target)
 
     def _transitioned(self, job_id: UUID, changed: bool, *, wake: bool = False) -> bool:
         """The outcome of a status transition: True if it applied (waking workers when the job

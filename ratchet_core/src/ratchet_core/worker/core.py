@@ -90,6 +90,7 @@ from ratchet_api.store.protocols import (
 )
 from ratchet_core.context import RunningJobContext
 from ratchet_core.payload import decode_backoff, decode_invocation
+from ratchet_core.retention import RetentionTask
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
@@ -237,6 +238,8 @@ class Worker:
         self._resilience = resilience
         self._scheduler = scheduler
         self.settings = worker_settings or WorkerSettings.from_config(settings)
+        retention = RetentionTask.from_config(store, settings, startup)
+        self._maintenance_tasks = [retention] if retention is not None else []
         s = self.settings
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
@@ -343,6 +346,7 @@ class Worker:
             owned_ids=self._owned_ids,
             on_recovered=lambda n: self._counters.add("recovered", n),
             on_clock=self._set_clock,
+            tasks=self._maintenance_tasks,
         )
         self._maintenance.start()
         if not self._listeners_registered:

@@ -14,6 +14,9 @@ one node at a time (store lease ``ratchet.startup.orphan-recovery`` through the
 
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
+
+Further periodic work (retention, :mod:`ratchet_core.retention`) plugs in as
+:class:`MaintenanceTask` objects run by the same thread between heartbeats.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 from uuid import UUID
 
 from ratchet_api.model import NodeIdentity
@@ -31,6 +35,17 @@ from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore
 
 _log = logging.getLogger("ratchet.worker")
+
+
+class MaintenanceTask(Protocol):
+    """Periodic work of the maintenance thread. ``run`` must be short (a time-boxed slice: the
+    thread also heartbeats) and never raise; it returns True when work is left, and is then
+    called again as soon as the heartbeat allows instead of after ``interval`` seconds."""
+
+    interval: float
+
+    def run(self) -> bool: ...
+
 
 RECOVERY_ACTION = "orphan-recovery"
 STALE_BATCH = 500
@@ -51,6 +66,7 @@ class Maintenance:
         owned_ids: Callable[[], list[UUID]],
         on_recovered: Callable[[int], None],
         on_clock: Callable[[timedelta], None],
+        tasks: Sequence[MaintenanceTask] = (),
     ) -> None:
         self._store = store
         self._identity = identity
@@ -61,6 +77,7 @@ class Maintenance:
         self._owned_ids = owned_ids
         self._on_recovered = on_recovered
         self._on_clock = on_clock
+        self._tasks = list(tasks)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._started_at = datetime.now(UTC)
@@ -81,6 +98,7 @@ class Maintenance:
         now = time.monotonic()
         next_recovery = now
         next_heartbeat = now + self._heartbeat_interval
+        next_task = [now + task.interval for task in self._tasks]
         while not self._stop.is_set():
             now = time.monotonic()
             if now >= next_heartbeat:
@@ -89,7 +107,12 @@ class Maintenance:
             if now >= next_recovery:
                 self.recover()
                 next_recovery = now + self._recovery_interval
-            if self._stop.wait(max(0.0, min(next_heartbeat, next_recovery) - time.monotonic())):
+            for index, task in enumerate(self._tasks):
+                if not self._stop.is_set() and time.monotonic() >= next_task[index]:
+                    more = task.run()
+                    next_task[index] = time.monotonic() + (0.0 if more else task.interval)
+            wake = min(next_heartbeat, next_recovery, *next_task)
+            if self._stop.wait(max(0.0, wake - time.monotonic())):
                 return
 
     def heartbeat(self) -> None:
@@ -180,4 +203,4 @@ class Maintenance:
         return count
 
 
-__all__ = ["RECOVERY_ACTION", "Maintenance"]
+__all__ = ["RECOVERY_ACTION", "Maintenance", "MaintenanceTask"]
