@@ -14,7 +14,7 @@ function el(tag, attrs, ...children) {
     if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -184,7 +184,12 @@ async function job(id) {
   if (data.batch_id) fields.push(["batch", data.batch_id]);
   if (data.idempotency_key) fields.push(["idempotency key", data.idempotency_key]);
   const list = el("dl", { id: "job-fields" }, fields.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
-  const buttons = readOnly || data.archived ? [] : ACTIONS.map((action) => el("button", {
+  const s = data.status;
+  const applies = {
+    retry: s === "FAILED", cancel: !["SUCCEEDED", "FAILED", "CANCELLED"].includes(s),
+    pause: s === "PENDING", resume: s === "PAUSED", delete: s !== "RUNNING",
+  };
+  const buttons = readOnly || data.archived ? [] : ACTIONS.filter((a) => applies[a]).map((action) => el("button", {
     id: "action-" + action, class: action === "delete" ? "danger" : "secondary",
     onclick: () => act(data.id, action),
   }, action));
