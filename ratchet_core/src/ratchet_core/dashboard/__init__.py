@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ratchet_core.dashboard.api import ApiError, DashboardApi
+from ratchet_core.dashboard.asgi import asgi_dashboard
 from ratchet_core.dashboard.wsgi import DASHBOARD_READ_ONLY, Authorize, Dashboard, Permission
 
 
@@ -68,4 +69,11 @@ def django_view(dashboard: Dashboard) -> Any:
     return view
 
 
-__all__ = ["ApiError", "Dashboard", "DashboardApi", "create_dashboard", "django_view"]
+__all__ = [
+    "ApiError",
+    "Dashboard",
+    "DashboardApi",
+    "asgi_dashboard",
+    "create_dashboard",
+    "django_view",
+]
