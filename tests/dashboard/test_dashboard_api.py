@@ -133,3 +133,16 @@ def test_nodes_health_static_files_and_unknown_routes(scene: Scene, base: str) -
         assert script.headers["Content-Type"].startswith("text/javascript")
     assert call(base, "api/nothing")[0] == 404
     assert call(base, "api/jobs", method="DELETE")[0] == 405
+
+
+def test_prometheus_metrics_endpoint(scene: Scene, base: str) -> None:
+    with urllib.request.urlopen(base + "metrics", timeout=10) as answer:
+        assert answer.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = answer.read().decode()
+    assert "# TYPE ratchet_jobs gauge" in text
+    failed = [
+        line for line in text.splitlines() if line.startswith('ratchet_jobs{status="FAILED"}')
+    ]
+    assert len(failed) == 1 and float(failed[0].split()[1]) >= 1
+    assert 'ratchet_nodes{state="alive"}' in text
+    assert 'ratchet_queue_wait_seconds{quantile="0.5"}' in text

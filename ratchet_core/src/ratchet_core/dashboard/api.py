@@ -27,6 +27,7 @@ from ratchet_api.store.protocols import (
     JobStore,
     RecurringJobStore,
 )
+from ratchet_core.health import check_health
 from ratchet_core.payload import decode_invocation
 from ratchet_core.scheduler import SchedulerService
 
@@ -288,13 +289,57 @@ class DashboardApi:
             ],
         }
 
-    def health(self) -> dict[str, Any]:
-        """Store reachable (its clock answers) and the nodes' liveness."""
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """Store reachable, schema current, nodes counted (see :mod:`ratchet_core.health`)."""
+        report = check_health(self._store, node_timeout=self._node_timeout)
+        return report.ok, report.as_dict()
+
+    def prometheus(self) -> str:
+        """Gauges in the Prometheus text format: jobs by status, nodes alive and silent, and
+        (with the analytics capability) queue wait and run time quantiles over 5 minutes."""
+        lines: list[str] = []
+
+        def gauge(name: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} gauge")
+            lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
+
         now = self._store.server_now()
-        alive = [
-            n for n in self._store.find_all_nodes() if now - n.last_heartbeat <= self._node_timeout
-        ]
-        return {"status": "ok", "store_time": _iso(now), "alive_nodes": len(alive)}
+        analytics = self._store.capability(JobAnalyticsStore)
+        if analytics is not None:
+            counts = analytics.count_jobs_by_status()
+            gauge(
+                "ratchet_jobs",
+                "Jobs in the jobs table by status.",
+                [(f'{{status="{s.value}"}}', n) for s, n in sorted(counts.items())],
+            )
+            since = now - timedelta(minutes=5)
+            for name, fn, text in (
+                (
+                    "ratchet_queue_wait_seconds",
+                    analytics.queue_wait_percentile,
+                    "Time from due to start of jobs started in the last 5 minutes.",
+                ),
+                (
+                    "ratchet_execution_seconds",
+                    analytics.execution_time_percentile,
+                    "Run time of jobs that succeeded in the last 5 minutes.",
+                ),
+            ):
+                samples = []
+                for p in PERCENTILES:
+                    value = fn(p, since)
+                    if value is not None:
+                        samples.append((f'{{quantile="{p / 100:g}"}}', value.total_seconds()))
+                gauge(name, text, samples)
+        nodes = self._store.find_all_nodes()
+        alive = sum(1 for n in nodes if now - n.last_heartbeat <= self._node_timeout)
+        gauge(
+            "ratchet_nodes",
+            "Worker nodes by heartbeat state.",
+            [('{state="alive"}', alive), ('{state="silent"}', len(nodes) - alive)],
+        )
+        return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------ helpers
 

@@ -1,4 +1,5 @@
-"""The dashboard as a WSGI application: the JSON API under ``api/``, ``healthz``, and the static
+"""The dashboard as a WSGI application: the JSON API under ``api/``, ``healthz``, ``metrics``
+(Prometheus text), and the static
 front end (``static/``, shipped in the wheel; nothing is fetched at run time).
 
 Mount it anywhere (the front end uses relative URLs): ``ratchet dashboard`` serves it, a Flask
@@ -72,6 +73,8 @@ class Dashboard:
         try:
             if self._authorize is not None and not self._authorize(environ):
                 raise ApiError(401, "not authorized to use the Ratchet dashboard")
+            if path == "/metrics":
+                return self._text(start_response, self.api.prometheus())
             if path.startswith("/api/") or path == "/healthz":
                 status, body = self._api(method, path, environ)
                 return self._json(start_response, status, body)
@@ -88,10 +91,8 @@ class Dashboard:
         params = dict(parse_qsl(environ.get("QUERY_STRING", "")))
         parts = [p for p in path.split("/") if p]
         if parts == ["healthz"]:
-            try:
-                return 200, self.api.health()
-            except Exception as exc:  # noqa: BLE001 - the probe reports, never crashes
-                return 503, {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"}
+            ok, report = self.api.health()
+            return (200 if ok else 503), report
         parts = parts[1:]  # after "api"
         if method == "POST":
             if len(parts) == 3 and parts[0] == "jobs":
@@ -146,6 +147,18 @@ class Dashboard:
                 ("Content-Type", "application/json"),
                 ("Content-Length", str(len(data))),
                 ("Cache-Control", "no-store"),
+            ],
+        )
+        return [data]
+
+    @staticmethod
+    def _text(start_response: StartResponse, text: str) -> list[bytes]:
+        data = text.encode()
+        start_response(
+            "200 OK",
+            [
+                ("Content-Type", "text/plain; version=0.0.4; charset=utf-8"),
+                ("Content-Length", str(len(data))),
             ],
         )
         return [data]
