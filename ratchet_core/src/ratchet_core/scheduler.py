@@ -46,6 +46,7 @@ from ratchet_core.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.tracing import tracing_from_config
 
 DEFAULT_MAX_RETRIES = register_key(
     RatchetConfigKey(
@@ -83,6 +84,7 @@ class SchedulerService:
         self._node_identity = node_identity
         self._metrics = metrics
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
+        self._tracing = tracing_from_config(settings)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
 
@@ -166,11 +168,12 @@ class SchedulerService:
                     invocations.append(self._resolver.resolve(fn, list(args), {}))
                 except InvalidJobError as exc:
                     raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
-        jobs = [self._entity(invocation, options, now) for invocation in invocations]
-        if not jobs:
-            return []
-        store = self._store_for(transaction)
-        store.bulk_insert(jobs)
+        with self._tracing.enqueue(invocations[0].target if invocations else "", len(items)):
+            jobs = [self._entity(invocation, options, now) for invocation in invocations]
+            if not jobs:
+                return []
+            store = self._store_for(transaction)
+            store.bulk_insert(jobs)
         self._after_write(options, jobs[0])
         return [job.id for job in jobs]
 
@@ -182,7 +185,8 @@ class SchedulerService:
         options: JobOptions,
     ) -> UUID:
         invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
-        return self._insert(invocation, options)
+        with self._tracing.enqueue(invocation.target):
+            return self._insert(invocation, options)
 
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
         if not isinstance(invocation, JobInvocation):
@@ -193,7 +197,8 @@ class SchedulerService:
             self._resolver.bind_arguments(loaded, invocation, None)
         else:
             encode_invocation(invocation)
-        return self._insert(invocation, options)
+        with self._tracing.enqueue(invocation.target):
+            return self._insert(invocation, options)
 
     def _entity(self, invocation: JobInvocation, options: JobOptions, now: datetime) -> JobEntity:
         scheduled = options.run_at or (now + options.delay if options.delay else now)
@@ -205,7 +210,7 @@ class SchedulerService:
             status=JobStatus.PENDING,
             priority=options.priority,
             target=invocation.target,
-            payload=encode_invocation(invocation),
+            payload=self._tracing.stamp(encode_invocation(invocation)),
             scheduled_at=scheduled,
             created_at=now,
             updated_at=now,

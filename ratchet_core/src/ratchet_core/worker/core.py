@@ -93,6 +93,7 @@ from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retention import RetentionTask
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
+from ratchet_core.tracing import tracing_from_config
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
 from ratchet_core.worker.execution import (
     FINISHED,
@@ -239,6 +240,7 @@ class Worker:
         self._scheduler = scheduler
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         retention = RetentionTask.from_config(store, settings, startup)
+        self._tracing = tracing_from_config(settings)
         self._maintenance_tasks = [retention] if retention is not None else []
         s = self.settings
 
@@ -796,10 +798,11 @@ class Worker:
             invocation = attrs.evolve(invocation, args=patched.args, kwargs=patched.kwargs)
         args, kwargs = self._resolver.bind_arguments(job.loaded, invocation, ctx)
         owner = job.loaded.owner_class
+        function = self._tracing.wrap(job.entity, job.loaded.function)
         if owner is None:
-            return job.loaded.function, args, kwargs, None
+            return function, args, kwargs, None
         bean = self._beans.acquire(owner)
-        return job.loaded.function, (bean.instance, *args), kwargs, bean
+        return function, (bean.instance, *args), kwargs, bean
 
     def _run_sync(self, job: ClaimedJob) -> None:
         if not self._begin(job):
