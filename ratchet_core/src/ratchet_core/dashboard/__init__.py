@@ -43,6 +43,10 @@ def create_dashboard(
     )
 
 
+DJANGO_REQUEST_KEY = "ratchet.django_request"
+"""Environ key under which :func:`django_view` passes the Django ``HttpRequest`` to the hooks."""
+
+
 def django_view(dashboard: Dashboard) -> Any:
     """A Django view serving ``dashboard`` under the URL prefix it is routed at, e.g.
     ``re_path(r"^ratchet(?P<path>/.*)?$", staff_member_required(django_view(dash)))``."""
@@ -52,6 +56,7 @@ def django_view(dashboard: Dashboard) -> Any:
     @csrf_exempt  # actions require the X-Ratchet-Dashboard header instead
     def view(request: Any, path: str | None = None) -> Any:
         environ = dict(request.META)
+        environ[DJANGO_REQUEST_KEY] = request  # for authorize/permission hooks
         environ["PATH_INFO"] = path or ""
         environ["SCRIPT_NAME"] = request.path[: len(request.path) - len(path or "")]
         captured: dict[str, Any] = {}
@@ -70,6 +75,7 @@ def django_view(dashboard: Dashboard) -> Any:
 
 
 __all__ = [
+    "DJANGO_REQUEST_KEY",
     "ApiError",
     "Dashboard",
     "DashboardApi",
