@@ -4,6 +4,7 @@ see it, only superusers act, anonymous users are refused; built from the project
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -15,10 +16,22 @@ from django.test import RequestFactory
 
 from ratchet_api.model import JobStatus
 from ratchet_core.contrib.django import get_container
-from ratchet_core.contrib.django.urls import dashboard, urlpatterns
+from ratchet_core.contrib.django.urls import _view, dashboard, urlpatterns
 from tests.engine.test_retention import backdated
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _fresh_store() -> Iterator[None]:
+    # another module may have closed the project's store (its teardown): open a new one
+    container = get_container()
+    for provider in (container.job_store, container.scheduler):
+        provider.reset()
+    _view.cache_clear()
+    yield
+    # pytest-django drops the test databases at the end: release the store's connections.
+    get_container().job_store().close()
 
 
 @attrs.define
