@@ -51,6 +51,9 @@ def _default(value: Any) -> str:
         seconds = value.total_seconds()
         if seconds < 1:
             return f"{int(seconds * 1000)}ms"
+        for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+            if seconds >= size and seconds % size == 0:
+                return f"{seconds / size:g}{unit}"
         return f"{seconds:g}s"
     if isinstance(value, (tuple, list, frozenset, set)):
         return ",".join(str(v) for v in value)

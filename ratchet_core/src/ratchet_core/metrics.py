@@ -15,6 +15,7 @@ import logging
 import re
 from uuid import UUID
 
+from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import ExceptionFamily, JobPriority, JobType
 from ratchet_api.spi.runtime import (
     MetricsCollector,
@@ -26,7 +27,7 @@ from ratchet_core.config import parse_int, parse_str, register_key
 
 _log = logging.getLogger("ratchet.metrics")
 
-_BACKENDS = ("noop", "statsd")
+_BACKENDS = ("noop", "statsd", "otel")
 
 
 def _parse_backend(raw: str) -> str:
@@ -41,7 +42,8 @@ METRICS_BACKEND = register_key(
         "metrics.backend",
         _parse_backend,
         "noop",
-        "Metrics backend: noop (default, nothing is recorded) or statsd.",
+        "Metrics backend: noop (default, nothing is recorded), statsd, or otel (the OpenTelemetry "
+        "metrics API; needs ratchet-core[otel]).",
     )
 )
 STATSD_HOST = register_key(
@@ -76,6 +78,16 @@ def create_metrics_collector(settings: RatchetConfig) -> MetricsCollector:
             port=settings.get(STATSD_PORT),
             prefix=settings.get(STATSD_PREFIX) or None,
         )
+    if backend == "otel":
+        try:
+            from ratchet_core.contrib.otel import OpenTelemetryMetricsCollector
+
+            return OpenTelemetryMetricsCollector()
+        except ImportError as exc:
+            raise ConfigurationError(
+                "metrics.backend",
+                f"otel needs the OpenTelemetry API: pip install 'ratchet-core[otel]' ({exc})",
+            ) from exc
     from ratchet_core.defaults.metrics import NoOpMetricsCollector
 
     collector: MetricsCollector = NoOpMetricsCollector()

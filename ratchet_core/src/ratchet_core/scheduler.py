@@ -57,6 +57,7 @@ from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
 from ratchet_core.authorization import effective_policy
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
@@ -65,6 +66,7 @@ from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
+from ratchet_core.tracing import tracing_from_config
 from ratchet_core.workflow.plan import WorkflowPlan, check_condition_invocation
 from ratchet_core.workflow.services import WorkflowServices
 
@@ -129,6 +131,7 @@ class SchedulerService:
         """The readable, masked views of ``detail()`` and the CLI (``ratchet_core.detail``)."""
         self._authorization = effective_policy(authorization)
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
+        self._tracing = tracing_from_config(settings)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
         self._recurring = RecurringService(
@@ -241,11 +244,12 @@ class SchedulerService:
                     invocations.append(self._resolver.resolve(fn, list(args), {}))
                 except InvalidJobError as exc:
                     raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
-        jobs = [self._entity(invocation, options, now) for invocation in invocations]
-        if not jobs:
-            return []
-        store = self._store_for(transaction)
-        store.bulk_insert(jobs)
+        with self._tracing.enqueue(invocations[0].target if invocations else "", len(items)):
+            jobs = [self._entity(invocation, options, now) for invocation in invocations]
+            if not jobs:
+                return []
+            store = self._store_for(transaction)
+            store.bulk_insert(jobs)
         self._after_write(options, jobs[0])
         return [job.id for job in jobs]
 
@@ -257,7 +261,8 @@ class SchedulerService:
         options: JobOptions,
     ) -> UUID:
         invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
-        return self._insert(invocation, options)
+        with self._tracing.enqueue(invocation.target):
+            return self._insert(invocation, options)
 
     # JobSubmitter (what DefaultJobBuilder calls)
     def submit_job(
@@ -286,7 +291,9 @@ class SchedulerService:
         return WorkflowPlan(self)
 
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
-        return self._insert(self._check_invocation(invocation), options)
+        checked = self._check_invocation(invocation)
+        with self._tracing.enqueue(checked.target):
+            return self._insert(checked, options)
 
     def _check_invocation(self, invocation: JobInvocation) -> JobInvocation:
         if not isinstance(invocation, JobInvocation):
@@ -316,7 +323,7 @@ class SchedulerService:
                     execution_target=options.execution_target,
                 )
             )
-        payload = encode_invocation(invocation)
+        payload = self._tracing.stamp(encode_invocation(invocation))
         if options.encrypted or self.codec.encrypt_all:
             payload = self.codec.seal_payload(payload, job_id)
         return JobEntity(
@@ -497,6 +504,34 @@ class SchedulerService:
     def resume(self, job_id: UUID) -> bool:
         """Release a PAUSED job. False for any other status."""
         return self._transitioned(job_id, self._store.resume_job(job_id), wake=True)
+
+    def delete(self, job_id: UUID) -> bool:
+        """Delete a job that is not RUNNING with everything it owns (tags, properties, state,
+        executions, logs). False for a running job; ``JobNotFoundError`` for an unknown id."""
+        job = self._require(job_id)
+        if job.status is JobStatus.RUNNING:
+            return False
+        return self._store.delete_job(job_id)
+
+    def retry_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """``retry`` every FAILED job matching ``query`` (see :mod:`ratchet_core.bulk`); with
+        ``dry_run`` only count them. Needs the ``JobQueryStore`` capability."""
+        return run_bulk(
+            self._store, BulkAction.RETRY, query, dry_run=dry_run, on_retried=self._wake_all
+        )
+
+    def cancel_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """``cancel`` every unfinished job matching ``query``; with ``dry_run`` only count."""
+        return run_bulk(self._store, BulkAction.CANCEL, query, dry_run=dry_run)
+
+    def delete_matching(self, query: JobQuery, *, dry_run: bool = False) -> BulkResult:
+        """Delete every job matching ``query`` that is not RUNNING; with ``dry_run`` only
+        count."""
+        return run_bulk(self._store, BulkAction.DELETE, query, dry_run=dry_run)
+
+    def _wake_all(self, jobs: list[JobEntity]) -> None:
+        for priority, target in {(j.priority, j.execution_target) for j in jobs}:
+            self._wake(priority, target)
 
     def _transitioned(self, job_id: UUID, changed: bool, *, wake: bool = False) -> bool:
         """The outcome of a status transition: True if it applied (waking workers when the job

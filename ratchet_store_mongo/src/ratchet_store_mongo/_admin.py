@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -60,8 +60,9 @@ class AdminMixin(MongoBase):
     # ------------------------------------------------------------------ archive
 
     def _archive(self, query: Doc, limit: int) -> int:
-        """Move up to ``limit`` terminal jobs matching ``query`` in one transaction."""
-        query = {**query, "status": {"$in": TERMINAL}}
+        """Move up to ``limit`` terminal jobs matching ``query`` in one transaction (a status
+        filter in ``query``, of terminal statuses only, replaces the terminal one)."""
+        query = {"status": {"$in": TERMINAL}, **query}
 
         def run(session: ClientSession) -> int:
             docs = list(
@@ -85,11 +86,48 @@ class AdminMixin(MongoBase):
         return self._archive({"_id": job_id}, 1) == 1
 
     @translated("archive_finished_before")
-    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
+    def archive_finished_before(
+        self, cutoff: datetime, limit: int, statuses: Collection[JobStatus] | None = None
+    ) -> int:
         require_non_negative(limit, "limit")
+        query: Doc = {"finished_at": {"$lt": to_bson_datetime(cutoff, "cutoff")}}
+        if statuses is not None:
+            chosen = {JobStatus(x) for x in statuses}
+            wrong = sorted(x.value for x in chosen if not x.is_terminal)
+            if wrong:
+                raise StoreDataError(
+                    "statuses", f"only terminal statuses are archived, got {wrong}"
+                )
+            if not chosen:
+                return 0
+            query["status"] = {"$in": sorted(x.value for x in chosen)}
         if limit == 0:
             return 0
-        return self._archive({"finished_at": {"$lt": to_bson_datetime(cutoff, "cutoff")}}, limit)
+        return self._archive(query, limit)
+
+    @translated("delete_archived_before")
+    def delete_archived_before(self, cutoff: datetime, limit: int) -> int:
+        require_non_negative(limit, "limit")
+        query: Doc = {"finished_at": {"$lt": to_bson_datetime(cutoff, "cutoff")}}
+        if limit == 0:
+            return 0
+        archive = self._col("archive")
+
+        def run(session: ClientSession) -> int:
+            ids = [
+                d["_id"]
+                for d in archive.find(query, {"_id": 1}, session=session)
+                .sort([("finished_at", ASCENDING), ("_id", ASCENDING)])
+                .limit(limit)
+            ]
+            if not ids:
+                return 0
+            deleted = archive.delete_many({"_id": {"$in": ids}}, session=session)
+            self._col("logs").delete_many({"job_id": {"$in": ids}}, session=session)
+            self._col("executions").delete_many({"job_id": {"$in": ids}}, session=session)
+            return deleted.deleted_count
+
+        return self._atomic(run)
 
     @translated("find_archived_job")
     def find_archived_job(self, job_id: UUID) -> JobEntity | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -520,6 +520,17 @@ class LockOperations(SqlBase):
             return row_to_lock(row) if row is not None else None
 
 
+def _terminal_values(statuses: Collection[JobStatus] | None) -> list[str]:
+    """The status values an archive call may move (every terminal one for None)."""
+    if statuses is None:
+        return TERMINAL
+    chosen = {JobStatus(x) for x in statuses}
+    wrong = sorted(x.value for x in chosen - TERMINAL_STATUSES)
+    if wrong:
+        raise StoreDataError("statuses", f"only terminal statuses are archived, got {wrong}")
+    return sorted(x.value for x in chosen)
+
+
 class ArchiveOperations(SqlBase):
     def _archive(self, conn: sa.Connection, ids: Sequence[UUID]) -> int:
         rows = list(
@@ -564,20 +575,43 @@ class ArchiveOperations(SqlBase):
         with self._write("archive_job") as conn:
             return self._archive(conn, [job_id]) == 1
 
-    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
+    def archive_finished_before(
+        self, cutoff: datetime, limit: int, statuses: Collection[JobStatus] | None = None
+    ) -> int:
         require_utc(cutoff, "cutoff")
-        if limit <= 0:
+        wanted = _terminal_values(statuses)
+        if limit <= 0 or not wanted:
             return 0
         with self._write("archive_finished_before") as conn:
             ids = list(
                 conn.execute(
                     sa.select(J.c.id)
-                    .where(J.c.status.in_(TERMINAL), J.c.finished_at < cutoff)
+                    .where(J.c.status.in_(wanted), J.c.finished_at < cutoff)
                     .order_by(J.c.finished_at, J.c.id)
                     .limit(limit)
                 ).scalars()
             )
             return sum(self._archive(conn, part) for part in chunks(ids))
+
+    def delete_archived_before(self, cutoff: datetime, limit: int) -> int:
+        require_utc(cutoff, "cutoff")
+        if limit <= 0:
+            return 0
+        with self._write("delete_archived_before") as conn:
+            ids = list(
+                conn.execute(
+                    sa.select(A.c.id)
+                    .where(A.c.finished_at < cutoff)
+                    .order_by(A.c.finished_at, A.c.id)
+                    .limit(limit)
+                ).scalars()
+            )
+            count = 0
+            for part in chunks(ids):
+                for table in (s.executions, s.job_logs):
+                    conn.execute(sa.delete(table).where(table.c.job_id.in_(part)))
+                count += conn.execute(sa.delete(A).where(A.c.id.in_(part))).rowcount
+            return count
 
     @staticmethod
     def _from_archive(row: sa.RowMapping) -> JobEntity:

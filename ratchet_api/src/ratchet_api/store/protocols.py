@@ -24,7 +24,7 @@ Contract rules that hold for every method unless its docstring says otherwise:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, runtime_checkable
 from uuid import UUID
@@ -570,8 +570,18 @@ class ArchiveStore(Protocol):
         REQUIRED."""
         ...
 
-    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
-        """Archive up to ``limit`` terminal jobs finished before ``cutoff``. REQUIRED."""
+    def archive_finished_before(
+        self, cutoff: datetime, limit: int, statuses: Collection[JobStatus] | None = None
+    ) -> int:
+        """Archive up to ``limit`` terminal jobs finished before ``cutoff``, oldest finished
+        first; with ``statuses``, only jobs in one of those (terminal) statuses. Each job moves
+        as ``archive_job`` moves it. Returns the number moved. REQUIRED."""
+        ...
+
+    def delete_archived_before(self, cutoff: datetime, limit: int) -> int:
+        """Delete up to ``limit`` archived jobs finished before ``cutoff`` (oldest first) with
+        everything they own (properties, state, executions, logs); never touches the hot jobs.
+        Returns the number deleted. REQUIRED."""
         ...
 
     def find_archived_job(self, job_id: UUID) -> JobEntity | None:

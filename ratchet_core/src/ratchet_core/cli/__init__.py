@@ -31,11 +31,14 @@ COMMAND_MODULES: tuple[str, ...] = (
     "worker",
     "jobs",
     "recurring",
+    "bulk",
     "enqueue",
     "demo",
     "tck",
     "signal",
     "keys",
+    "dashboard",
+    "health",
 )
 
 

@@ -1,4 +1,6 @@
-"""``ratchet jobs list|show|cancel|retry|pause|resume``: inspect and manage stored jobs."""
+"""``ratchet jobs list|show|cancel|retry|pause|resume``: inspect and manage stored jobs (the
+filters of ``cancel``/``retry`` and the ``delete``/``purge`` commands are in
+:mod:`ratchet_core.cli.bulk`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from ratchet_api.errors import JobNotFoundError, RatchetError
 from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
+from ratchet_core.bulk import BulkAction
 from ratchet_core.cli import get_container
+from ratchet_core.cli.bulk import filter_options, run_filtered
 from ratchet_core.cli.db import (
     apply_url,
     console,
@@ -263,25 +267,53 @@ def _transition(name: str, past: str, refused: str) -> Any:
     @click.argument("job_id")
     @url_option
     def command(job_id: str, store_url: str | None) -> None:
-        ident = parse_job_id(job_id)
-        scheduler = _scheduler(store_url)
-        with ratchet_errors():
-            changed = getattr(scheduler, name)(ident)
-            job = scheduler.get(ident)
-        status = job.status.value if job else "gone"
-        if not changed:
-            raise click.ClickException(f"job {ident} is {status}: {refused}")
-        click.echo(f"job {ident} {past} (now {status})")
+        _apply(name, past, refused, job_id, store_url)
 
     return command
 
 
-cancel_job = _transition("cancel", "cancelled", "only unfinished jobs can be cancelled")
-cancel_job.help = "Cancel a job that has not finished."
-retry_job = _transition(
-    "retry", "sent back to the queue", "only FAILED (dead letter) jobs can be retried"
+def _bulk_transition(name: str, past: str, refused: str, action: BulkAction) -> Any:
+    @jobs_group.command(name)
+    @click.argument("job_id", required=False)
+    @filter_options
+    @url_option
+    def command(job_id: str | None, store_url: str | None, **filters: Any) -> None:
+        if job_id is None:
+            run_filtered(_scheduler(store_url), action, **filters)
+        else:
+            _apply(name, past, refused, job_id, store_url)
+
+    return command
+
+
+def _apply(name: str, past: str, refused: str, job_id: str, store_url: str | None) -> None:
+    ident = parse_job_id(job_id)
+    scheduler = _scheduler(store_url)
+    with ratchet_errors():
+        changed = getattr(scheduler, name)(ident)
+        job = scheduler.get(ident)
+    status = job.status.value if job else "gone"
+    if not changed:
+        raise click.ClickException(f"job {ident} is {status}: {refused}")
+    click.echo(f"job {ident} {past} (now {status})")
+
+
+cancel_job = _bulk_transition(
+    "cancel", "cancelled", "only unfinished jobs can be cancelled", BulkAction.CANCEL
 )
-retry_job.help = "Retry a dead-lettered (FAILED) job: back to PENDING, attempts reset."
+cancel_job.help = (
+    "Cancel a job that has not finished (JOB_ID), or every unfinished job matching the filters."
+)
+retry_job = _bulk_transition(
+    "retry",
+    "sent back to the queue",
+    "only FAILED (dead letter) jobs can be retried",
+    BulkAction.RETRY,
+)
+retry_job.help = (
+    "Retry a dead-lettered (FAILED) job (JOB_ID), or every FAILED job matching the filters: "
+    "back to PENDING, attempts reset."
+)
 pause_job = _transition("pause", "paused", "only PENDING jobs can be paused")
 pause_job.help = "Hold a PENDING job until it is resumed."
 resume_job = _transition("resume", "resumed", "only PAUSED jobs can be resumed")

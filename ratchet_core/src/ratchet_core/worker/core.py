@@ -92,8 +92,10 @@ from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff
 from ratchet_core.recurring.runner import start_recurring
+from ratchet_core.retention import RetentionTask
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
+from ratchet_core.tracing import tracing_from_config
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingFailure
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.execution import (
@@ -207,6 +209,9 @@ class Worker:
         self._codec = codec if codec is not None else PayloadCodec.disabled()
         self._authorization = effective_policy(authorization)
         self.settings = worker_settings or WorkerSettings.from_config(settings)
+        retention = RetentionTask.from_config(store, settings, startup)
+        self._tracing = tracing_from_config(settings)
+        self._maintenance_tasks = [retention] if retention is not None else []
         s = self.settings
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
@@ -223,6 +228,7 @@ class Worker:
             node_id=self.node_id,
             codec=self._codec,
             authorization=self._authorization,
+            tracing=self._tracing,
             begin=self._begin,
             finish=self._finish,
         )
@@ -340,6 +346,7 @@ class Worker:
             on_clock=self._set_clock,
             recurring=recurring,
             sweeps=(self._workflow.sweep,),
+            tasks=self._maintenance_tasks,
         )
         self._maintenance.start()
         if not self._listeners_registered:

@@ -52,6 +52,7 @@ from ratchet_api.store.protocols import JobExtensionStore
 from ratchet_core.authorization import authorization_request
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
+from ratchet_core.tracing import Tracing
 from ratchet_core.worker.execution import ClaimedJob
 
 _log = logging.getLogger("ratchet.worker")
@@ -183,6 +184,7 @@ class JobExecutor:
         node_id: str,
         codec: PayloadCodec | None = None,
         authorization: JobAuthorizationPolicy | None = None,
+        tracing: Tracing | None = None,
         begin: Callable[[ClaimedJob], bool],
         finish: Callable[[Outcome], None],
     ) -> None:
@@ -197,6 +199,7 @@ class JobExecutor:
         self._node_id = node_id
         self._codec = codec if codec is not None else PayloadCodec.disabled()
         self._authorization = authorization
+        self._tracing = tracing if tracing is not None else Tracing()
         self._begin = begin
         self._finish = finish
 
@@ -294,7 +297,7 @@ class JobExecutor:
             bean = self._beans.acquire(loaded.owner_class)
             args = (bean.instance, *args)
         return CallPlan(
-            function=loaded.function,
+            function=self._tracing.wrap(entity, loaded.function),  # the execution span
             args=args,
             kwargs=kwargs,
             bean=bean,

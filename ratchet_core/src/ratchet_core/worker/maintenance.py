@@ -25,14 +25,19 @@ dead letter without having run.
 
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
+
+Further periodic work (retention, :mod:`ratchet_core.retention`) plugs in as
+:class:`MaintenanceTask` objects run on the recovery thread (never on the heartbeat thread).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 from uuid import UUID
 
 from ratchet_api.model import NodeIdentity
@@ -43,6 +48,17 @@ from ratchet_core.logs import is_transient, one_line
 from ratchet_core.recurring.sweeper import RecurringSweeper
 
 _log = logging.getLogger("ratchet.worker")
+
+
+class MaintenanceTask(Protocol):
+    """Periodic work of the maintenance thread. ``run`` must be short (a time-boxed slice: the
+    thread also heartbeats) and never raise; it returns True when work is left, and is then
+    called again as soon as the heartbeat allows instead of after ``interval`` seconds."""
+
+    interval: float
+
+    def run(self) -> bool: ...
+
 
 RECOVERY_ACTION = "orphan-recovery"
 STALE_BATCH = 500
@@ -65,6 +81,7 @@ class Maintenance:
         on_clock: Callable[[timedelta], None],
         recurring: RecurringSweeper | None = None,
         sweeps: Sequence[Callable[[], int]] = (),
+        tasks: Sequence[MaintenanceTask] = (),
     ) -> None:
         self._store = store
         self._identity = identity
@@ -76,6 +93,7 @@ class Maintenance:
         self._on_recovered = on_recovered
         self._on_clock = on_clock
         self._sweeps = tuple(sweeps)
+        self._tasks = list(tasks)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._started_at = datetime.now(UTC)
@@ -120,11 +138,23 @@ class Maintenance:
 
     def _recovery(self) -> None:
         # Recover once at start (jobs of nodes that died while no node was running), then
-        # periodically.
+        # periodically; the periodic tasks (retention) at their own rhythm in between. Never
+        # on the heartbeat thread: a slow sweep must not make this node look dead.
+        now = time.monotonic()
+        next_recovery = now
+        next_task = [now + task.interval for task in self._tasks]
         while not self._stop.is_set():
-            self.recover()
-            self._refresh_clock()
-            if self._stop.wait(self._recovery_interval):
+            now = time.monotonic()
+            if now >= next_recovery:
+                self.recover()
+                self._refresh_clock()
+                next_recovery = time.monotonic() + self._recovery_interval
+            for index, task in enumerate(self._tasks):
+                if not self._stop.is_set() and time.monotonic() >= next_task[index]:
+                    more = task.run()
+                    next_task[index] = time.monotonic() + (0.0 if more else task.interval)
+            wake = min(next_recovery, *next_task)
+            if self._stop.wait(max(0.0, wake - time.monotonic())):
                 return
 
     def heartbeat(self) -> None:
@@ -239,4 +269,4 @@ class Maintenance:
         return count
 
 
-__all__ = ["RECOVERY_ACTION", "Maintenance"]
+__all__ = ["RECOVERY_ACTION", "Maintenance", "MaintenanceTask"]

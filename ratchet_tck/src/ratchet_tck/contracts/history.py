@@ -54,7 +54,7 @@ class ArchiveStoreContract(StoreContract):
     """Terminal jobs move to the archive with their tags; nothing else moves."""
 
     capability = ArchiveStore
-    summary = "archive one/by age, only terminal jobs, archived reads"
+    summary = "archive one/by age/by status, only terminal jobs, archived reads, archive purge"
 
     def test_archive_moves_a_terminal_job(self, tck_fixture: StoreFixture) -> None:
         archive = self.cap(tck_fixture, ArchiveStore)
@@ -115,6 +115,62 @@ class ArchiveStoreContract(StoreContract):
         archive = self.cap(tck_fixture, ArchiveStore)
         with raises_store_data_error("cutoff"):
             archive.archive_finished_before(naive(now_ms()), 10)
+        with raises_store_data_error("cutoff"):
+            archive.delete_archived_before(naive(now_ms()), 10)
+
+    def test_archive_finished_before_only_the_given_statuses(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        archive = self.cap(tck_fixture, ArchiveStore)
+        store = tck_fixture.store()
+        ok = finished(self, tck_fixture)
+        failed = finished(self, tck_fixture, ok=False)
+        cancelled = self.insert(tck_fixture)
+        assert store.cancel_job(cancelled.id)
+        cutoff = store.server_now() + timedelta(milliseconds=1)
+        assert archive.archive_finished_before(cutoff, 10, statuses=[]) == 0
+        assert archive.archive_finished_before(cutoff, 10, statuses=[JobStatus.FAILED]) == 1
+        assert archive.find_archived_job(failed.id) is not None
+        assert store.find_by_id(ok.id) is not None
+        assert store.find_by_id(cancelled.id) is not None
+        moved = archive.archive_finished_before(
+            cutoff, 10, statuses=[JobStatus.SUCCEEDED, JobStatus.CANCELLED]
+        )
+        assert moved == 2
+        assert archive.find_archived_job(ok.id) is not None
+        assert archive.find_archived_job(cancelled.id) is not None
+        with raises_store_data_error("statuses"):
+            archive.archive_finished_before(cutoff, 10, statuses=[JobStatus.PENDING])
+
+    def test_delete_archived_before_cutoff_with_limit(self, tck_fixture: StoreFixture) -> None:
+        archive = self.cap(tck_fixture, ArchiveStore)
+        store = tck_fixture.store()
+        old = [finished(self, tck_fixture, ok=i % 2 == 0) for i in range(3)]
+        audit = store.capability(JobAuditStore)
+        if audit is not None:
+            audit.save_execution(
+                ExecutionRecord(
+                    job_id=old[0].id,
+                    attempt=1,
+                    node_id="tck-node",
+                    status=JobStatus.SUCCEEDED,
+                    started_at=now_ms(),
+                )
+            )
+        for job in old:
+            assert archive.archive_job(job.id)
+        cutoff = store.server_now() + timedelta(milliseconds=1)
+        hot = finished(self, tck_fixture)
+        assert archive.delete_archived_before(cutoff - timedelta(hours=1), 10) == 0
+        assert archive.delete_archived_before(cutoff, 2) == 2
+        assert archive.delete_archived_before(cutoff, 10) == 1
+        for job in old:
+            assert archive.find_archived_job(job.id) is None
+            assert store.find_by_id(job.id) is None
+        assert archive.delete_archived_before(cutoff + timedelta(hours=1), 10) == 0
+        assert self.reload(store, hot).status is JobStatus.SUCCEEDED
+        if audit is not None:
+            assert audit.find_executions_by_job_id(old[0].id) == []
 
 
 class JobQueryStoreContract(StoreContract):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -353,21 +353,42 @@ class ArchiveMixin(CoreMemoryStore):
             del s.jobs[job_id]
             return True
 
-    def archive_finished_before(self, cutoff: datetime, limit: int) -> int:
+    def archive_finished_before(
+        self, cutoff: datetime, limit: int, statuses: Collection[JobStatus] | None = None
+    ) -> int:
         check_utc(cutoff, "cutoff")
+        wanted = TERMINAL_STATUSES if statuses is None else {JobStatus(x) for x in statuses}
+        wrong = sorted(x.value for x in wanted - TERMINAL_STATUSES)
+        if wrong:
+            raise StoreDataError("statuses", f"only terminal statuses are archived, got {wrong}")
         s = self._s
         with s.lock:
             done = sorted(
                 (
                     j
                     for j in s.jobs.values()
-                    if j.status in TERMINAL_STATUSES
-                    and j.finished_at is not None
-                    and j.finished_at < cutoff
+                    if j.status in wanted and j.finished_at is not None and j.finished_at < cutoff
                 ),
                 key=lambda j: (j.finished_at, j.id.int),
             )[:limit]
             return sum(self.archive_job(j.id) for j in done)
+
+    def delete_archived_before(self, cutoff: datetime, limit: int) -> int:
+        check_utc(cutoff, "cutoff")
+        s = self._s
+        with s.lock:
+            old = sorted(
+                (
+                    a.job
+                    for a in s.archive.values()
+                    if a.job.finished_at is not None and a.job.finished_at < cutoff
+                ),
+                key=lambda j: (j.finished_at, j.id.int),
+            )[: max(0, limit)]
+            for job in old:
+                del s.archive[job.id]
+                s.drop_owned(job.id)
+            return len(old)
 
     def find_archived_job(self, job_id: UUID) -> JobEntity | None:
         with self._s.lock:
