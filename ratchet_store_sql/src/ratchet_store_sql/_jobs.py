@@ -287,7 +287,6 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ claim
 
-    @retry_conflicts
     def claim_next_batch(
         self,
         node_id: str,
@@ -415,7 +414,6 @@ class JobOperations(SqlBase):
             return tuple(version[:2]) >= (10, 6)
         return tuple(version[:1]) >= (8,)
 
-    @retry_conflicts
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         if not claims:
             return set()
@@ -452,7 +450,6 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ fenced writes
 
-    @retry_conflicts
     def _fenced(
         self,
         operation: str,
@@ -469,7 +466,6 @@ class JobOperations(SqlBase):
             stmt = sa.update(J).where(*where).values(**values)
             return conn.execute(stmt).rowcount == 1
 
-    @retry_conflicts
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
         now = self._d.now()
         return self._fenced(
@@ -484,7 +480,6 @@ class JobOperations(SqlBase):
             },
         )
 
-    @retry_conflicts
     def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
         if not completions:
             return set()
@@ -541,7 +536,6 @@ class JobOperations(SqlBase):
             conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(**values))
         return locked
 
-    @retry_conflicts
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
         return self._fenced(
             "mark_failed_terminal",
@@ -829,7 +823,6 @@ class JobOperations(SqlBase):
         with self._read("find_stale_running_jobs") as conn:
             return self._select_jobs(conn, stmt)
 
-    @retry_conflicts
     def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
         if not job_ids:
             return 0
@@ -874,7 +867,6 @@ class JobOperations(SqlBase):
         assert isinstance(value, datetime)
         return value
 
-    @retry_conflicts
     def upsert_heartbeat(self, node: NodeEntity) -> None:
         values = node_to_row(node)
         now = self._d.now()
