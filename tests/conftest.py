@@ -33,8 +33,16 @@ def mariadb_url() -> Iterator[str]:
     servers.drop_mariadb_database(url)
 
 
+@pytest.fixture(scope="session")
+def mongo_server() -> Iterator[str]:
+    """The Mongo server URL of the session; a SecantusDB server started here is stopped at the
+    end of the session."""
+    yield servers.mongo_server_url()
+    servers.SECANTUS.stop()
+
+
 @pytest.fixture(scope="module")
-def mongo_url() -> Iterator[str]:
+def mongo_url(mongo_server: str) -> Iterator[str]:
     url = servers.mongo_database_url()
     yield url
     servers.drop_mongo_database(url)

@@ -4,13 +4,24 @@ Each test session gets its own freshly created database on every server, so that
 sessions (CI, several developers' runs) never share tables. On a developer's machine a server
 that does not answer makes its tests skip with a reason naming the server; with ``CI=true`` a
 missing server is a failure, never a skip.
+
+Mongo: ``RATCHET_TEST_MONGO_URL`` names a server to use; without it the session starts the
+SecantusDB wire-protocol test server itself (``secantusd-py``, installed by
+requirements-dev.txt) on a free port, in memory, and stops it at the end of the session.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +31,7 @@ PG_HOST = os.environ.get("RATCHET_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("RATCHET_TEST_PG_PORT", "5432"))
 MARIADB_HOST = os.environ.get("RATCHET_TEST_MARIADB_HOST", "127.0.0.1")
 MARIADB_PORT = int(os.environ.get("RATCHET_TEST_MARIADB_PORT", "3306"))
-MONGO_URL = os.environ.get("RATCHET_TEST_MONGO_URL", "mongodb://127.0.0.1:27017/?retryWrites=false")
+MONGO_URL_ENV = "RATCHET_TEST_MONGO_URL"
 
 SESSION_SUFFIX = uuid.uuid4().hex[:10]
 
@@ -101,26 +112,140 @@ def drop_mariadb_database(url: str) -> None:
         conn.close()
 
 
-def mongo_database_url() -> str:
-    """A ``mongodb://`` URL naming a database unique to this session."""
+class SecantusServer:
+    """The SecantusDB test server this session started (in memory, on a free port)."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+        self.error: str | None = None
+
+    def start(self) -> str:
+        """Start it (once per session); its ``mongodb://`` URL. Raises ``RuntimeError``."""
+        if self.url is not None:
+            return self.url
+        if self.error is not None:
+            raise RuntimeError(self.error)
+        try:
+            self.url = self._start()
+        except RuntimeError as exc:
+            self.error = str(exc)
+            raise
+        atexit.register(self.stop)
+        return self.url
+
+    def _start(self) -> str:
+        binary = Path(sys.executable).with_name("secantusd-py")
+        found = str(binary) if binary.exists() else shutil.which("secantusd-py")
+        if found is None:
+            raise RuntimeError(
+                "secantusd-py (SecantusDB, from requirements-dev.txt) is not installed and "
+                f"{MONGO_URL_ENV} is not set"
+            )
+        last = ""
+        for _ in range(3):  # a free port can be taken between the probe and the bind
+            port = _free_port()
+            log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept for the server's life
+                prefix="ratchet-secantus-", suffix=".log", delete=False
+            )
+            command = [found, "--host", "127.0.0.1", "--port", str(port)]
+            command += ["--storage-path", ":memory:", "--log-level", "WARNING"]
+            process = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()
+            url = f"mongodb://127.0.0.1:{port}/?retryWrites=false"
+            if _answers(url, process, timeout=60):
+                self.process = process
+                return url
+            _terminate(process)
+            last = Path(log.name).read_text(errors="replace")[-500:]
+        raise RuntimeError(f"the SecantusDB test server did not start: {last}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _terminate(self.process)
+            self.process = None
+
+
+SECANTUS = SecantusServer()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(url: str, process: subprocess.Popen[bytes], timeout: float) -> bool:
+    import pymongo
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(
+            url, serverSelectionTimeoutMS=500
+        )
+        try:
+            client.admin.command("ping")
+            return True
+        except Exception:  # not up yet
+            time.sleep(0.2)
+        finally:
+            client.close()
+    return False
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def mongo_server_url() -> str:
+    """The Mongo server of this session: ``RATCHET_TEST_MONGO_URL``, else the SecantusDB test
+    server started for the session (its URL is then exported in ``RATCHET_TEST_MONGO_URL`` so
+    that processes the tests spawn use the same server)."""
+    given = os.environ.get(MONGO_URL_ENV)
+    if given and given != SECANTUS.url:
+        return given
     try:
-        import pymongo
+        import pymongo  # noqa: F401
     except ImportError:
         unavailable("MongoDB", "pymongo is not installed")
+    try:
+        url = SECANTUS.start()
+    except RuntimeError as exc:
+        unavailable("MongoDB (SecantusDB test server)", str(exc))
+    os.environ[MONGO_URL_ENV] = url
+    return url
+
+
+def mongo_database_url() -> str:
+    """A ``mongodb://`` URL naming a database unique to this session."""
+    import pymongo
+
+    server = mongo_server_url()
     client: pymongo.MongoClient[dict[str, object]] = pymongo.MongoClient(
-        MONGO_URL, serverSelectionTimeoutMS=3000
+        server, serverSelectionTimeoutMS=3000
     )
     try:
         client.admin.command("ping")
     except Exception as exc:
         unavailable(
-            "MongoDB (SecantusDB test server)",
-            f"{MONGO_URL} does not answer a ping ({type(exc).__name__}); start it with "
-            "`secantusd-py --host 127.0.0.1 --port 27017 --storage-path :memory:`",
+            "MongoDB",
+            f"{server} ({MONGO_URL_ENV}) does not answer a ping ({type(exc).__name__}); "
+            f"unset {MONGO_URL_ENV} to let the tests start the SecantusDB test server",
         )
     finally:
         client.close()
-    base, _, query = MONGO_URL.partition("?")
+    base, _, query = server.partition("?")
     base = base.rstrip("/")
     return f"{base}/{_fresh_name()}" + (f"?{query}" if query else "")
 

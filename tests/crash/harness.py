@@ -15,8 +15,16 @@ RATCHET = str(Path(sys.executable).with_name("ratchet"))
 
 
 def start_worker(
-    url: str, node_id: str, cwd: Path, concurrency: int = 4, **settings: str
+    url: str,
+    node_id: str,
+    cwd: Path,
+    concurrency: int = 4,
+    *,
+    clock_offset: float | None = None,
+    **settings: str,
 ) -> subprocess.Popen[bytes]:
+    """A ``ratchet worker`` process; ``clock_offset`` (seconds) shifts its Python clock (see
+    ``clockshift``). Its output goes to ``<cwd>/<node_id>.out``."""
     values = {
         "store.url": url,
         "security.allowed_packages": "tests.",
@@ -28,6 +36,8 @@ def start_worker(
         **settings,
     }
     command = [RATCHET]
+    if clock_offset is not None:
+        command = [sys.executable, "-m", "tests.crash.clockshift", str(clock_offset)]
     for key, value in values.items():
         command += ["--set", f"{key}={value}"]
     command += ["worker", "--no-status", "--log-level", "WARNING", "-c", str(concurrency)]

@@ -47,6 +47,12 @@ def engine(store_url: str) -> Iterator[Any]:
     migrate(store)
     try:
         yield container
+        with contextlib.suppress(Exception):
+            container.shutdown_resources()
+        # the SQL store's pool: every connection given back (a leak shows up here)
+        engine = getattr(store, "engine", None)
+        leaked = int(getattr(getattr(engine, "pool", None), "checkedout", lambda: 0)())
+        assert leaked == 0, f"{leaked} connection(s) of the store's pool left checked out"
     finally:
         with contextlib.suppress(Exception):
             container.shutdown_resources()

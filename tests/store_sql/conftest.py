@@ -59,6 +59,11 @@ def db_url(request: pytest.FixtureRequest, backend: str) -> str:
     return sql_backend_url(request, backend)
 
 
+def checked_out(engine: sa.Engine) -> int:
+    """Connections of ``engine``'s pool not given back (a leak, at a test's end)."""
+    return int(getattr(engine.pool, "checkedout", lambda: 0)())
+
+
 @pytest.fixture
 def store(db_url: str) -> Iterator[SqlJobStore]:
     store = SqlJobStore(db_url)
@@ -66,11 +71,10 @@ def store(db_url: str) -> Iterator[SqlJobStore]:
         yield store
     finally:
         # no connection may stay checked out: a leak would show up here
-        pool = store.engine.pool
-        checked_out = getattr(pool, "checkedout", lambda: 0)()
+        leaked = checked_out(store.engine)
         empty_tables(store.engine)
         store.close()
-        assert checked_out == 0, f"{checked_out} connection(s) left checked out"
+        assert leaked == 0, f"{leaked} connection(s) left checked out"
 
 
 @pytest.fixture

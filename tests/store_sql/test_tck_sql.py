@@ -6,12 +6,13 @@ import functools
 from collections.abc import Callable, Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from ratchet_api.store import JobStore
 from ratchet_store_sql import SqlJobStore
 from ratchet_tck import BaseStoreFixture, StoreFixture, contract_test_classes
 from tests.conftest import SQL_BACKENDS
-from tests.store_sql.conftest import empty_tables, open_store, sql_backend_url
+from tests.store_sql.conftest import checked_out, empty_tables, open_store, sql_backend_url
 
 
 class SqlStoreFixture(BaseStoreFixture):
@@ -28,6 +29,10 @@ class SqlStoreFixture(BaseStoreFixture):
     def store_factory(self) -> Callable[[], JobStore] | None:
         return functools.partial(open_store, self.url)
 
+    @property
+    def engine(self) -> sa.Engine:
+        return self._store.engine
+
     def close(self) -> None:
         self._store.close()
 
@@ -38,6 +43,8 @@ def tck_fixture(request: pytest.FixtureRequest) -> Iterator[StoreFixture]:
     fixture.cleanup_store()
     try:
         yield fixture
+        leaked = checked_out(fixture.engine)
+        assert leaked == 0, f"the contract left {leaked} connection(s) checked out"
     finally:
         fixture.cleanup_store()
         fixture.close()

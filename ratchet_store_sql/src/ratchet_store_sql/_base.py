@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -37,21 +38,38 @@ def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+_RETRYING = threading.local()
+
+
 def retry_conflicts(
     method: Callable[Concatenate[S, P], R],
 ) -> Callable[Concatenate[S, P], R]:
     """Retry a whole store call after a deadlock/serialization failure (its transaction was
-    rolled back, so nothing of it persisted). Never inside a caller's transaction."""
+    rolled back, so nothing of it persisted), at most ``CONFLICT_RETRIES`` runs in all. Never
+    inside a caller's transaction, and never nested: a decorated method called from inside
+    another one's retry runs once (the outer call retries the whole).
+
+    Only operations that no engine retry helper drives are decorated. The worker's own writes
+    (claim, started marks, fenced completions/retries/releases, heartbeats, job touches) are
+    not retried here: the worker's single retry helper retries every ``TransientStoreError``
+    (``StoreError.retryable``) they raise, so one write is never multiplied by two layers.
+    """
 
     @functools.wraps(method)
     def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                return method(self, *args, **kwargs)
-            except ConflictError:
-                if self._bound is not None or attempt == CONFLICT_RETRIES - 1:
-                    raise
-                time.sleep(0.002 * (3**attempt))
+        if self._bound is not None or getattr(_RETRYING, "active", False):
+            return method(self, *args, **kwargs)
+        _RETRYING.active = True
+        try:
+            for attempt in range(CONFLICT_RETRIES):
+                try:
+                    return method(self, *args, **kwargs)
+                except ConflictError:
+                    if attempt == CONFLICT_RETRIES - 1:
+                        raise
+                    time.sleep(0.002 * (3**attempt))
+        finally:
+            _RETRYING.active = False
         raise AssertionError("unreachable")
 
     return wrapper

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -45,11 +45,13 @@ class Dialect:
                     sa.text("MICROSECOND"), round(seconds * 1_000_000), expr
                 )
         else:
-            # SQLite is embedded: its clock is this host's clock, which strftime('%f','now')
-            # reads at millisecond precision only. Reading the same clock here keeps the
-            # microseconds, so an event and a "now" taken right after it never tie.
-            at = datetime.now(UTC) + timedelta(seconds=seconds)
-            return sa.literal(at, _UTC)
+            # SQLite is embedded: "now" is read by the SQLite library in the statement itself
+            # (the host's clock as the C library sees it, millisecond precision), never by the
+            # application's Python clock. Every process on the host thus uses one time source
+            # for leases, heartbeats and due times, as the server clock does elsewhere. The
+            # text has the column format (YYYY-MM-DD HH:MM:SS.ffffff) so comparisons hold.
+            modifier = f"{seconds:+.6f} seconds"
+            expr = sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier).concat("000")
         return sa.type_coerce(expr, _UTC)
 
     def seconds_between(

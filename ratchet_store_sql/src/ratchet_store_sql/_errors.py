@@ -38,12 +38,25 @@ def _lost(code: object) -> bool:
 
 
 def _code(exc: sa.exc.DBAPIError) -> object:
+    """MySQL/MariaDB's numeric error code (their SQLSTATE is often the generic HY000), else
+    PostgreSQL's SQLSTATE."""
     orig = exc.orig
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
     sqlstate = getattr(orig, "sqlstate", None)
     if sqlstate:
         return sqlstate
-    args = getattr(orig, "args", ())
     return args[0] if args else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """The SQL store's declaration of which driver errors a retry may overcome (translated into
+    ``TransientStoreError``): lost or refused connections, server shutdown, deadlocks,
+    serialization failures, lock timeouts, a busy SQLite file."""
+    return isinstance(exc, sa.exc.SQLAlchemyError) and isinstance(
+        translate(exc, "-"), TransientStoreError
+    )
 
 
 def translate(exc: sa.exc.SQLAlchemyError, operation: str) -> StoreError:
@@ -76,4 +89,4 @@ def translate(exc: sa.exc.SQLAlchemyError, operation: str) -> StoreError:
     return StoreError(f"{operation}: {type(exc).__name__}: {detail}")
 
 
-__all__ = ["ConflictError", "ConnectionLostError", "translate"]
+__all__ = ["ConflictError", "ConnectionLostError", "is_transient", "translate"]

@@ -299,7 +299,6 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ claim
 
-    @retry_conflicts
     def claim_next_batch(
         self,
         node_id: str,
@@ -427,7 +426,6 @@ class JobOperations(SqlBase):
             return tuple(version[:2]) >= (10, 6)
         return tuple(version[:1]) >= (8,)
 
-    @retry_conflicts
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         if not claims:
             return set()
@@ -464,7 +462,6 @@ class JobOperations(SqlBase):
 
     # ------------------------------------------------------------------ fenced writes
 
-    @retry_conflicts
     def _fenced(
         self,
         operation: str,
@@ -490,7 +487,6 @@ class JobOperations(SqlBase):
                 self._count_batch_child(conn, job_id, finishes)
             return applied
 
-    @retry_conflicts
     def mark_succeeded(self, job_id: UUID, claim_seq: int, result: str | None) -> bool:
         now = self._d.now()
         return self._fenced(
@@ -506,7 +502,6 @@ class JobOperations(SqlBase):
             finishes=True,
         )
 
-    @retry_conflicts
     def mark_succeeded_many(self, completions: Sequence[Completion]) -> set[UUID]:
         if not completions:
             return set()
@@ -573,7 +568,6 @@ class JobOperations(SqlBase):
             self._count_batch_children(conn, per_batch)
         return {row[0] for row in done}
 
-    @retry_conflicts
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
         return self._fenced(
             "mark_failed_terminal",
@@ -907,7 +901,6 @@ class JobOperations(SqlBase):
         with self._read("find_stale_running_jobs") as conn:
             return self._select_jobs(conn, stmt)
 
-    @retry_conflicts
     def touch_running_jobs(self, node_id: str, job_ids: Sequence[UUID]) -> int:
         if not job_ids:
             return 0
@@ -952,7 +945,6 @@ class JobOperations(SqlBase):
         assert isinstance(value, datetime)
         return value
 
-    @retry_conflicts
     def upsert_heartbeat(self, node: NodeEntity) -> None:
         values = node_to_row(node)
         now = self._d.now()
