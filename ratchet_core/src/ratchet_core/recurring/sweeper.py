@@ -198,10 +198,12 @@ class RecurringSweeper:
             random.shuffle(chunks)  # workers racing on one batch mostly take different chunks
             progressed = False
             for chunk in chunks:
+                if self._stop.is_set():  # the worker is stopping: the rest is for others
+                    break
                 outcome = self.fire_many(chunk, now)
                 total += outcome.fired
                 progressed = progressed or outcome.won
-            if not progressed:
+            if not progressed or self._stop.is_set():
                 break
         if total and self._on_fired is not None:
             self._on_fired()
