@@ -146,3 +146,39 @@ def test_bad_workflow_declarations_fail_at_declaration(engine: Any) -> None:
         scheduler.job(t.double).args(1).await_signal("k").await_signal("k2")
     with pytest.raises(InvalidJobError, match="on_timeout"):
         scheduler.job(t.double).args(1).await_signal("k", on_timeout="explode")
+
+
+def test_a_workflow_enqueued_in_a_rolled_back_transaction_leaves_nothing(
+    sql_store_url: str,
+) -> None:
+    import sqlalchemy as sa
+
+    from tests.engine.conftest import build_container, migrate
+
+    container = build_container(sql_store_url)
+    store = container.job_store()
+    migrate(store)
+    app_engine = sa.create_engine(sql_store_url)
+    scheduler = container.scheduler()
+    try:
+        with app_engine.connect() as conn:
+            conn.begin()
+            builder = scheduler.job(t.double).args(1).then(t.add_one).transaction(conn)
+            builder.on_failure(t.report_error, tag="x")
+            builder.enqueue()
+            joined = store.joined(conn)
+            assert all(joined.find_by_id(i) is not None for i in builder.job_ids)
+            conn.rollback()
+        assert all(store.find_by_id(i) is None for i in builder.job_ids)
+        with app_engine.connect() as conn:
+            conn.begin()
+            kept = scheduler.job(t.double).args(1).then(t.add_one).transaction(conn)
+            kept.enqueue()
+            conn.commit()
+        assert [store.find_by_id(i).status for i in kept.job_ids] == [
+            JobStatus.PENDING,
+            JobStatus.WAITING,
+        ]
+    finally:
+        app_engine.dispose()
+        store.close()
