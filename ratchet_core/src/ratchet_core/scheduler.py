@@ -46,7 +46,7 @@ from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
-from ratchet_core.workflow.plan import check_condition_invocation
+from ratchet_core.workflow.plan import check_condition_invocation, refuse_parent_placeholders
 from ratchet_core.workflow.services import WorkflowServices
 
 DEFAULT_MAX_RETRIES = register_key(
@@ -223,6 +223,7 @@ class SchedulerService:
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        refuse_parent_placeholders(invocation)
         job = self._entity(invocation, options, utc_now())
         stored = self._store_for(options.transaction).insert_job(job)
         if stored.id != job.id:
