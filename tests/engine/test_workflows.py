@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ratchet_api.errors import ClassNotAllowedError, InvalidJobError, InvalidTargetError
-from ratchet_api.model import JobStatus, JobType
+from ratchet_api.model import JobInvocation, JobStatus, JobType
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.workflow import Step, equals, one_of, predicate
 from tests.engine import workflow_targets as t
@@ -106,6 +106,28 @@ def test_failure_callback_gets_the_sanitized_error_and_success_callback_is_cance
     assert job(engine, on_fail).status is JobStatus.CANCELLED
 
 
+def test_invocation_condition_and_invocation_steps(
+    engine: Any, make_worker: Callable[..., Any]
+) -> None:
+    scheduler = engine.scheduler()
+    big = JobInvocation(
+        module="tests.engine.workflow_targets", qualname="is_big", signature="", args=(5,)
+    )
+    condition = scheduler.invocation_condition(big)
+    step = JobInvocation(module="tests.engine.workflow_targets", qualname="label", args=("big",))
+    builder = scheduler.invocation_job(
+        JobInvocation(module="tests.engine.workflow_targets", qualname="double", args=(4,))
+    )
+    builder.branch(condition, if_true=step)
+    builder.enqueue()
+    run(engine, make_worker)
+    assert job(engine, builder.job_ids[1]).result == '"big"'
+    with pytest.raises(InvalidJobError, match="cannot be imported"):
+        scheduler.invocation_condition(
+            JobInvocation(module="tests.engine.nowhere", qualname="f", args=())
+        )
+
+
 def test_cancelling_a_parent_cancels_its_chain_with_the_reason(engine: Any) -> None:
     scheduler = engine.scheduler()
     builder = scheduler.job(t.double).args(1).delay(3600).then(t.add_one).then(t.add_one)
@@ -119,8 +141,10 @@ def test_cancelling_a_parent_cancels_its_chain_with_the_reason(engine: Any) -> N
 
 def test_parent_result_on_a_root_job_is_refused_at_enqueue(engine: Any) -> None:
     scheduler = engine.scheduler()
-    with pytest.raises(InvalidJobError, match="first of its workflow"):
+    with pytest.raises(InvalidJobError, match="has no parent"):
         scheduler.job(t.add_one).then(t.label, "x").enqueue()
+    with pytest.raises(InvalidJobError, match="has no parent"):
+        scheduler.enqueue(t.add_one)
     with pytest.raises(InvalidJobError, match="supplied by the worker"):
         scheduler.job(t.double).args(1).then(t.add_one, value=3).enqueue()
 
@@ -146,3 +170,56 @@ def test_bad_workflow_declarations_fail_at_declaration(engine: Any) -> None:
         scheduler.job(t.double).args(1).await_signal("k").await_signal("k2")
     with pytest.raises(InvalidJobError, match="on_timeout"):
         scheduler.job(t.double).args(1).await_signal("k", on_timeout="explode")
+
+
+def test_a_workflow_enqueued_in_a_rolled_back_transaction_leaves_nothing(
+    sql_store_url: str,
+) -> None:
+    import sqlalchemy as sa
+
+    from tests.engine.conftest import build_container, migrate
+
+    container = build_container(sql_store_url)
+    store = container.job_store()
+    migrate(store)
+    app_engine = sa.create_engine(sql_store_url)
+    scheduler = container.scheduler()
+    try:
+        with app_engine.connect() as conn:
+            conn.begin()
+            builder = scheduler.job(t.double).args(1).then(t.add_one).transaction(conn)
+            builder.on_failure(t.report_error, tag="x")
+            builder.enqueue()
+            joined = store.joined(conn)
+            assert all(joined.find_by_id(i) is not None for i in builder.job_ids)
+            conn.rollback()
+        assert all(store.find_by_id(i) is None for i in builder.job_ids)
+        with app_engine.connect() as conn:
+            conn.begin()
+            kept = scheduler.job(t.double).args(1).then(t.add_one).transaction(conn)
+            kept.enqueue()
+            conn.commit()
+        assert [store.find_by_id(i).status for i in kept.job_ids] == [
+            JobStatus.PENDING,
+            JobStatus.WAITING,
+        ]
+    finally:
+        app_engine.dispose()
+        store.close()
+
+
+def test_a_failing_callback_counts_callback_failed(
+    engine: Any, make_worker: Callable[..., Any]
+) -> None:
+    from tests.engine.test_signals import recorded
+
+    metrics = recorded(engine)
+    scheduler = engine.scheduler()
+    builder = scheduler.job(t.double).args(1).max_retries(0)
+    builder.on_success(t.explode, "in the callback")
+    builder.enqueue()
+    run(engine, make_worker)
+    callback = builder.job_ids[1]
+    assert job(engine, callback).status is JobStatus.FAILED
+    assert metrics.names(callback) == ["callback_failed"]
+    assert metrics.names(builder.job_ids[0]) == []

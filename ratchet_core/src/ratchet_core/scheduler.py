@@ -67,7 +67,11 @@ from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
 from ratchet_core.tracing import tracing_from_config
-from ratchet_core.workflow.plan import WorkflowPlan, check_condition_invocation
+from ratchet_core.workflow.plan import (
+    WorkflowPlan,
+    check_condition_invocation,
+    refuse_parent_placeholders,
+)
 from ratchet_core.workflow.services import WorkflowServices
 
 DEFAULT_MAX_RETRIES = register_key(
@@ -343,6 +347,7 @@ class SchedulerService:
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
+        refuse_parent_placeholders(invocation)
         job = self._entity(invocation, options, utc_now())
         store = self._store_for(options.transaction)
         stored = store.insert_job(job)

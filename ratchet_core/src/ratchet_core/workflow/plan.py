@@ -195,13 +195,7 @@ class WorkflowPlan:
         """Write the workflow; the ids of its jobs, root first (the existing root's id alone
         when its idempotency key was used before)."""
         s = self._scheduler
-        for name, value in root.kwargs.items():
-            kind = value.get(PLACEHOLDER_KEY) if type(value) is dict else None
-            if kind in (PARENT_RESULT.kind, PARENT_ERROR.kind):
-                raise InvalidJobError(
-                    f"cannot enqueue {root.target}: parameter {name!r} asks for a parent's "
-                    "outcome, but this job is the first of its workflow"
-                )
+        refuse_parent_placeholders(root)
         store = s._store_for(options.transaction)
         conditions = store.capability(WorkflowConditionStore)
         if len(self._nodes) > 1 and conditions is None:
@@ -280,6 +274,18 @@ class WorkflowPlan:
         return [job.id for job in jobs]
 
 
+def refuse_parent_placeholders(invocation: JobInvocation) -> None:
+    """``InvalidJobError`` when a job without a parent asks for its parent's outcome."""
+    for name, value in invocation.kwargs.items():
+        kind = value.get(PLACEHOLDER_KEY) if type(value) is dict else None
+        if kind in (PARENT_RESULT.kind, PARENT_ERROR.kind):
+            raise InvalidJobError(
+                f"cannot enqueue {invocation.target}: parameter {name!r} asks for a parent's "
+                "outcome, but this job has no parent (it is not a step after `then`, a branch "
+                "side or a callback)"
+            )
+
+
 def predicate_invocation(
     scheduler: SchedulerService, function: Callable[..., bool], args: tuple[Any, ...]
 ) -> JobInvocation:
@@ -332,4 +338,9 @@ def check_condition_invocation(scheduler: SchedulerService, invocation: JobInvoc
     predicate_invocation(scheduler, function, tuple(invocation.args))
 
 
-__all__ = ["WorkflowPlan", "check_condition_invocation", "predicate_invocation"]
+__all__ = [
+    "WorkflowPlan",
+    "check_condition_invocation",
+    "predicate_invocation",
+    "refuse_parent_placeholders",
+]
