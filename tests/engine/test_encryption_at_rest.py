@@ -186,3 +186,24 @@ def test_a_newer_envelope_version_is_reported_as_skew(secure: Any, make_worker: 
     assert job is not None and job.status is JobStatus.FAILED
     assert "envelope format 9" in (job.last_error or "")
     assert ("skew", (job_id, 9, 1)) in secure.recorded.calls
+
+
+def test_xchacha20_poly1305_on_the_real_path_and_aes_values_stay_readable(
+    store_url: str, make_worker: Any
+) -> None:
+    key = f"k1:{new_key()}"
+    aes = build_container(store_url, **{"encryption.keys": key})
+    migrate(aes.job_store())
+    old = aes.scheduler().enqueue(secret_targets.echo_secret, "aes")
+    xchacha = build_container(
+        store_url, **{"encryption.keys": key, "encryption.algorithm": "xchacha20-poly1305"}
+    )
+    store = xchacha.job_store()
+    new = xchacha.scheduler().enqueue(secret_targets.echo_secret, "xchacha")
+    assert read_column(store, new, "payload").startswith("$rx$1$XCHACHA20-POLY1305$k1$")
+    assert read_column(store, old, "payload").startswith("$rx$1$AES-256-GCM$k1$")
+    make_worker(xchacha).run_until_idle(20)
+    assert xchacha.scheduler().result(old).value == "aes-result"
+    assert xchacha.scheduler().result(new).value == "xchacha-result"
+    assert read_column(store, old, "result").startswith("$rx$1$XCHACHA20-POLY1305$k1$")
+    store.close()
