@@ -213,3 +213,15 @@ def test_wrapped_keys_unwrap_once_and_refuse_a_relabelled_key() -> None:
         other.key_by_id("k1")
     with pytest.raises(EncryptionError, match="unknown encryption key id 'zz'"):
         provider.key_by_id("zz")
+
+
+def test_state_is_bound_to_its_namespace() -> None:
+    from ratchet_api.errors import EncryptionIntegrityError
+
+    codec = _codec(f"k1:{_b64()}")
+    sealed = codec.seal('{"n":1}', JOB, EncryptionSurface.STATE, "progress")
+    assert codec.open(sealed, JOB, EncryptionSurface.STATE, "progress") == '{"n":1}'
+    with pytest.raises(EncryptionIntegrityError, match="STATE of job"):
+        codec.open(sealed, JOB, EncryptionSurface.STATE, "other")
+    with pytest.raises(EncryptionIntegrityError):
+        codec.open(sealed, JOB, EncryptionSurface.RESULT, "progress")

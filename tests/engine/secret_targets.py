@@ -24,3 +24,9 @@ def echo_secret(marker: str) -> str:
 def login(user: str, password: str, profile: dict[str, str], *, iban: str = "") -> dict[str, str]:
     """Returns a token and the profile (whose ``api_token`` must be masked in read views)."""
     return {"session_token": f"tok-{password}", "user": user, "iban": iban, **profile}
+
+
+def fail_with_context(marker: str, ctx: JobContext) -> None:
+    """Fails with the marker in its message; the worker logs the failure to the job's log."""
+    ctx.logger.info("about to fail")
+    raise RuntimeError(f"upstream refused {marker}-logged-error")

@@ -17,6 +17,7 @@ from ratchet_api.errors import EncryptionIntegrityError, InvalidJobError
 from ratchet_api.model import JobStatus
 from ratchet_api.priority import Priority
 from ratchet_api.spi import MetricsCollector
+from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from ratchet_core.envelope import is_envelope, key_id_of
 from tests.engine import secret_targets
@@ -70,6 +71,9 @@ def test_stored_values_of_an_encrypted_job_hold_no_plaintext(secure: Any, make_w
         secret_targets.keep_secret, marker, {"user": "alice", "password": f"{marker}-arg"}
     )
     failed_id = scheduler.job(secret_targets.fail_with_secret).args(marker).max_retries(0).enqueue()
+    logged_id = (
+        scheduler.job(secret_targets.fail_with_context).args(marker).max_retries(0).enqueue()
+    )
     store = secure.job_store()
     assert is_envelope(read_column(store, ok_id, "payload"))
     make_worker(secure).run_until_idle(30)
@@ -80,6 +84,11 @@ def test_stored_values_of_an_encrypted_job_hold_no_plaintext(secure: Any, make_w
     failure = scheduler.result(failed_id)
     assert failure.status is JobStatus.FAILED
     assert f"{marker}-error" in (failure.error or "")
+    assert f"{marker}-logged-error" in (scheduler.result(logged_id).error or "")
+    audit = store.capability(JobAuditStore)
+    if audit is not None:
+        lines = [line.message for line in audit.find_logs_by_job_id(logged_id)]
+        assert any("RuntimeError (message stored encrypted" in line for line in lines), lines
 
     for column in ("payload", "result"):
         assert key_id_of(read_column(store, ok_id, column)) == "k1"
@@ -177,3 +186,24 @@ def test_a_newer_envelope_version_is_reported_as_skew(secure: Any, make_worker: 
     assert job is not None and job.status is JobStatus.FAILED
     assert "envelope format 9" in (job.last_error or "")
     assert ("skew", (job_id, 9, 1)) in secure.recorded.calls
+
+
+def test_xchacha20_poly1305_on_the_real_path_and_aes_values_stay_readable(
+    store_url: str, make_worker: Any
+) -> None:
+    key = f"k1:{new_key()}"
+    aes = build_container(store_url, **{"encryption.keys": key})
+    migrate(aes.job_store())
+    old = aes.scheduler().enqueue(secret_targets.echo_secret, "aes")
+    xchacha = build_container(
+        store_url, **{"encryption.keys": key, "encryption.algorithm": "xchacha20-poly1305"}
+    )
+    store = xchacha.job_store()
+    new = xchacha.scheduler().enqueue(secret_targets.echo_secret, "xchacha")
+    assert read_column(store, new, "payload").startswith("$rx$1$XCHACHA20-POLY1305$k1$")
+    assert read_column(store, old, "payload").startswith("$rx$1$AES-256-GCM$k1$")
+    make_worker(xchacha).run_until_idle(20)
+    assert xchacha.scheduler().result(old).value == "aes-result"
+    assert xchacha.scheduler().result(new).value == "xchacha-result"
+    assert read_column(store, old, "result").startswith("$rx$1$XCHACHA20-POLY1305$k1$")
+    store.close()

@@ -243,3 +243,29 @@ def test_views_receive_the_project_container_s_scheduler_through_inject(backend:
     # the project's container is the configured one: its Ratchet store follows DATABASES
     assert project.ratchet.scheduler() is get_scheduler()
     assert "succeeded 1," in burst()
+def test_encrypted_tasks_run_and_read_back_through_django() -> None:
+    import base64
+    import os
+
+    from django_tasks import TaskResultStatus, default_task_backend
+
+    from ratchet_core.envelope import is_envelope
+    from tests.integrations.django_project.shop.jobs import explode, multiply
+
+    key = f"k1:{base64.b64encode(os.urandom(32)).decode()}"
+    ratchet = ratchet_settings(django={"database": "default"}, encryption={"keys": key})
+    with override_settings(RATCHET=ratchet):
+        call_command("ratchet_migrate", stdout=StringIO())
+        ok = multiply.enqueue(6, 7)
+        bad = explode.enqueue("the secret flux capacitor")
+        stored = get_scheduler().get(UUID(ok.id))
+        assert stored is not None and is_envelope(stored.payload)
+        burst()
+        result = multiply.get_result(ok.id)
+        assert result.status == TaskResultStatus.SUCCESSFUL
+        assert result.return_value == 42 and result.args == [6, 7]
+        failed = default_task_backend.get_result(bad.id)
+        assert failed.status == TaskResultStatus.FAILED
+        assert "the secret flux capacitor" in failed.errors[0].traceback
+        raw = get_scheduler().get(UUID(bad.id))
+        assert raw is not None and is_envelope(raw.last_error)

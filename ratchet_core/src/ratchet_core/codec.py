@@ -286,6 +286,14 @@ class PayloadCodec:
             name = message.split(":", 1)[0]
             return f"{name} (message withheld: it could not be encrypted: {exc})"
 
+    def loggable_error(self, job: JobEntity, message: str) -> str:
+        """What the job's stored log may say about an error: the message itself for a plaintext
+        job, only the exception class for an encrypted one (the message is sealed in
+        ``last_error``)."""
+        if not self.is_encrypted(job):
+            return message
+        return f"{message.split(':', 1)[0]} (message stored encrypted in the job's error)"
+
     def open_result(self, job: JobEntity) -> str | None:
         return (
             None if job.result is None else self.open(job.result, job.id, EncryptionSurface.RESULT)

@@ -123,7 +123,7 @@ def demo_command(store_url: str, timeout: float) -> None:
         if job is None:
             unexpected.append(f"{name}: job disappeared")
             continue
-        outcome = job.last_error if job.status is JobStatus.FAILED else None
+        outcome = scheduler.result(job_id).error if job.status is JobStatus.FAILED else None
         if outcome is None and job.result is not None:
             outcome = str(scheduler.result(job_id).value)
         colour = {JobStatus.SUCCEEDED: "green", JobStatus.FAILED: "red"}.get(job.status, "yellow")

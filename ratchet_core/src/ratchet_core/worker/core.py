@@ -899,7 +899,8 @@ class Worker:
             return
         message = self._sanitizer.sanitize(exc)
         if lazy is not None:
-            lazy.get().error(f"attempt {entity.attempt} failed: {message}")
+            logged = self._codec.loggable_error(entity, message)
+            lazy.get().error(f"attempt {entity.attempt} failed: {logged}")
             lazy.finish()
         job.state = FINISHED
         elapsed = job.elapsed_ms
