@@ -6,12 +6,33 @@ import functools
 from collections.abc import Callable, Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from ratchet_api.store import JobStore
 from ratchet_store_sql import SqlJobStore
-from ratchet_tck import BaseStoreFixture, StoreFixture, contract_test_classes
+from ratchet_tck import BaseStoreFixture, StoreFixture, StoreTransaction, contract_test_classes
 from tests.conftest import SQL_BACKENDS
 from tests.store_sql.conftest import empty_tables, open_store, sql_backend_url
+
+
+class SqlTransaction:
+    """An application's begun transaction on its own connection."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._connection = engine.connect()
+        self._connection.begin()
+
+    @property
+    def handle(self) -> object:
+        return self._connection
+
+    def commit(self) -> None:
+        self._connection.commit()
+        self._connection.close()
+
+    def rollback(self) -> None:
+        self._connection.rollback()
+        self._connection.close()
 
 
 class SqlStoreFixture(BaseStoreFixture):
@@ -27,6 +48,9 @@ class SqlStoreFixture(BaseStoreFixture):
 
     def store_factory(self) -> Callable[[], JobStore] | None:
         return functools.partial(open_store, self.url)
+
+    def begin_transaction(self) -> StoreTransaction | None:
+        return SqlTransaction(self._store.engine)
 
     def close(self) -> None:
         self._store.close()
