@@ -27,7 +27,7 @@ from ratchet_api.errors import (
     UnsupportedCapabilityError,
 )
 from ratchet_api.ids import uuid7
-from ratchet_api.model import JobInvocation, JobPriority, JobResult, JobStatus, utc_now
+from ratchet_api.model import JobInvocation, JobResult, JobStatus, utc_now
 from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer
 from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import (
@@ -266,7 +266,7 @@ class SchedulerService:
                 job.id,
             )
 
-    def _wake(self, priority: JobPriority, execution_target: str | None) -> None:
+    def _wake(self, priority: int, execution_target: str | None) -> None:
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:

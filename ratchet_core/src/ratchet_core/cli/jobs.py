@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from ratchet_api.errors import JobNotFoundError
-from ratchet_api.model import JobStatus
+from ratchet_api.model import JobStatus, priority_label
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.cli import get_container
@@ -79,7 +79,7 @@ def _job_dict(job: JobEntity) -> dict[str, Any]:
         "status": job.status.value,
         "target": job.target,
         "django_task": django_task(job),
-        "priority": job.priority.name.lower(),
+        "priority": priority_label(job.priority),
         "attempt": job.attempt,
         "max_retries": job.max_retries,
         "tags": list(job.tags),
