@@ -110,7 +110,7 @@ def ratchet_claim_complete(store: SqlJobStore, batch: int) -> tuple[int, float]:
 
 RAW_INSERT = sa.text(
     "INSERT INTO ratchet_jobs (id, status, priority, job_type, target, payload, scheduled_at,"
-    " created_at, updated_at, attempt, max_retries, claim_seq) VALUES (:id, 'PENDING', 5,"
+    " created_at, updated_at, attempt, max_retries, claim_seq) VALUES (:id, 'PENDING', 0,"
     " 'STANDARD', 'bench:noop', '{}', :at, :at, :at, 0, 3, 0)"
 )
 

@@ -106,7 +106,8 @@ def test_builder_options_are_stored(scheduler: SchedulerService, store: JobStore
     [
         (lambda b: b.max_retries(-1), "max_retries"),
         (lambda b: b.max_retries(True), "max_retries"),
-        (lambda b: b.priority(7), "priority"),
+        (lambda b: b.priority(101), "priority"),
+        (lambda b: b.priority(True), "priority"),
         (lambda b: b.priority("urgent"), "priority"),
         (lambda b: b.tags("x" * 129), "tags"),
         (lambda b: b.tags(""), "tags"),

@@ -270,3 +270,17 @@ def test_jobs_list_shows_each_task_s_own_path(backend: str) -> None:
     records = [json.loads(line) for line in listed.getvalue().splitlines()]
     assert {r["django_task"] for r in records} >= {f"{path}.multiply", f"{path}.echo"}
     burst()  # leave no pending job to the next test (the store's tables outlive each test)
+
+
+def test_integer_priorities_order_tasks_exactly(backend: str) -> None:
+    from tests.integrations.django_project.shop.jobs import nap
+
+    priorities = [10, 50, -20, 100, 0]
+    enqueued = {p: nap.using(priority=p).enqueue(0.01) for p in priorities}
+
+    burst("-c", "1", "--prefetch", "0")
+
+    results = {p: default_task_backend.get_result(r.id) for p, r in enqueued.items()}
+    ran = sorted(priorities, key=lambda p: results[p].started_at)
+    assert ran == sorted(priorities, reverse=True)  # 100, 50, 10, 0, -20
+    assert results[50].task.priority == 50

@@ -26,6 +26,7 @@ from ratchet_api.store.protocols import LockStore
 from ratchet_store_mongo import COLLECTIONS, MongoJobStore
 from ratchet_store_mongo.documents import job_to_document
 from ratchet_store_mongo.errors import translate
+from ratchet_store_mongo.schema import HEAD
 
 pytestmark = pytest.mark.mongo
 
@@ -314,7 +315,7 @@ def test_schema_upgrade_is_idempotent_and_downgrade_to_base_drops_the_collection
     try:
         store.upgrade()
         store.upgrade()
-        assert store.current_revision() == "0001"
+        assert store.current_revision() == HEAD
         db = store.client.get_database(store.database_name)
         assert "claim" in db["schema_probe_jobs"].index_information()
         assert "idempotency_key" in db["schema_probe_jobs"].index_information()

@@ -13,11 +13,31 @@ import pytest
 
 from ratchet_api.store.protocols import JobStore
 from ratchet_store_mongo import MongoJobStore
-from ratchet_tck import BaseStoreFixture, StoreFixture, contract_test_classes
+from ratchet_tck import BaseStoreFixture, StoreFixture, StoreTransaction, contract_test_classes
 from tests.store_mongo.conftest import wipe
 from tests.store_mongo.factory import open_mongo_store
 
 pytestmark = pytest.mark.mongo
+
+
+class MongoTransaction:
+    """An application's begun multi-document transaction on a session of the store's client."""
+
+    def __init__(self, store: MongoJobStore) -> None:
+        self._session = store.client.start_session()
+        self._session.start_transaction()
+
+    @property
+    def handle(self) -> object:
+        return self._session
+
+    def commit(self) -> None:
+        self._session.commit_transaction()
+        self._session.end_session()
+
+    def rollback(self) -> None:
+        self._session.abort_transaction()
+        self._session.end_session()
 
 
 class MongoStoreFixture(BaseStoreFixture):
@@ -33,6 +53,9 @@ class MongoStoreFixture(BaseStoreFixture):
 
     def store_factory(self) -> Callable[[], JobStore] | None:
         return functools.partial(open_mongo_store, self._url)
+
+    def begin_transaction(self) -> StoreTransaction | None:
+        return MongoTransaction(self._store)
 
 
 @pytest.fixture

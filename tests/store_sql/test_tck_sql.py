@@ -10,9 +10,29 @@ import sqlalchemy as sa
 
 from ratchet_api.store import JobStore
 from ratchet_store_sql import SqlJobStore
-from ratchet_tck import BaseStoreFixture, StoreFixture, contract_test_classes
+from ratchet_tck import BaseStoreFixture, StoreFixture, StoreTransaction, contract_test_classes
 from tests.conftest import SQL_BACKENDS
 from tests.store_sql.conftest import checked_out, empty_tables, open_store, sql_backend_url
+
+
+class SqlTransaction:
+    """An application's begun transaction on its own connection."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._connection = engine.connect()
+        self._connection.begin()
+
+    @property
+    def handle(self) -> object:
+        return self._connection
+
+    def commit(self) -> None:
+        self._connection.commit()
+        self._connection.close()
+
+    def rollback(self) -> None:
+        self._connection.rollback()
+        self._connection.close()
 
 
 class SqlStoreFixture(BaseStoreFixture):
@@ -32,6 +52,9 @@ class SqlStoreFixture(BaseStoreFixture):
     @property
     def engine(self) -> sa.Engine:
         return self._store.engine
+
+    def begin_transaction(self) -> StoreTransaction | None:
+        return SqlTransaction(self._store.engine)
 
     def close(self) -> None:
         self._store.close()

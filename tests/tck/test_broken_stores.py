@@ -168,6 +168,16 @@ def test_store_without_capabilities_is_compatible_with_na_contracts(tmp_path: Pa
     assert data["verdict"] == VERDICT_COMPATIBLE
     md = (tmp_path / "core-only.md").read_text()
     assert "| LockStoreContract | capability `LockStore` | n/a |" in md
+    # the report says what each absent capability disables, for every optional capability
+    from ratchet_api.store.protocols import CAPABILITIES
+    from ratchet_tck.report import CAPABILITY_FEATURES
+
+    optional = {c["capability"] for c in data["contracts"] if not c["required"]}
+    assert set(data["disabled_features"]) == optional
+    assert optional <= set(CAPABILITY_FEATURES)
+    assert {kind.__name__ for kind in CAPABILITIES} - {"SchemaManager"} <= set(CAPABILITY_FEATURES)
+    assert "## What the missing capabilities disable" in md
+    assert f"- `JobQueryStore`: {CAPABILITY_FEATURES['JobQueryStore']}" in md
 
 
 PARAMETRIZED_MODULE = """

@@ -115,3 +115,19 @@ def test_report_command_names_what_is_wrong_with_the_fixture(tmp_path: Path, spe
     )
     assert done.returncode == 2
     assert spec in done.stderr
+
+
+def test_guide_lists_every_store_method_with_its_contract() -> None:
+    from ratchet_api.store import protocols
+
+    text = GUIDE.read_text()
+    kinds = [k for k in protocols.JobStore.__mro__ if k.__module__ == protocols.__name__] + list(
+        protocols.CAPABILITIES
+    )
+    for kind in kinds:
+        for name, member in vars(kind).items():
+            if callable(member) and not name.startswith("_"):
+                assert f"| `{kind.__name__}" in text and f"`{name}(" in text, (
+                    f"docs/tck.md does not list {kind.__name__}.{name}"
+                )
+    assert '[project.entry-points."ratchet.stores"]' in text

@@ -61,13 +61,43 @@ _TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLE
 TERMINAL_STATUSES: frozenset[JobStatus] = _TERMINAL
 
 
-class JobPriority(enum.IntEnum):
-    """Claim priority: higher values are claimed first."""
+MIN_PRIORITY = -100
+"""The lowest job priority."""
+MAX_PRIORITY = 100
+"""The highest job priority."""
 
-    LOW = 0
-    NORMAL = 5
-    HIGH = 10
-    CRITICAL = 15
+
+class JobPriority(enum.IntEnum):
+    """Named points of the job priority range ``MIN_PRIORITY..MAX_PRIORITY`` (-100..100, the
+    range of Django Tasks' priorities). A job's priority is any int of the range; higher values
+    are claimed first, then earlier due times, then lower ids."""
+
+    LOW = -50
+    NORMAL = 0
+    HIGH = 50
+    CRITICAL = 100
+
+
+def as_priority(value: int) -> int:
+    """``value`` as a job priority: the ``JobPriority`` member when it is a named point (so
+    ``.name`` works for them), else the int itself. ``ValueError`` for a value that is not an
+    int (``bool`` included) of ``MIN_PRIORITY..MAX_PRIORITY``."""
+    if isinstance(value, JobPriority):
+        return value
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"priority must be an int, got {type(value).__name__} {value!r}")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"priority must be within {MIN_PRIORITY}..{MAX_PRIORITY}, got {value}")
+    try:
+        return JobPriority(value)
+    except ValueError:
+        return int(value)
+
+
+def priority_label(value: int) -> str:
+    """How a priority is shown: the lower-case name of a named point (``"high"``), else the
+    number (``"42"``)."""
+    return value.name.lower() if isinstance(value, JobPriority) else str(int(value))
 
 
 class JobType(enum.StrEnum):
@@ -266,7 +296,7 @@ class NodeIdentity:
 class JobWakeupHint:
     """What a cluster wake-up carries: the priority of new work, who published it, its target."""
 
-    priority: JobPriority
+    priority: int
     source: NodeIdentity
     execution_target: str | None = None
 
@@ -541,6 +571,8 @@ class JobLoggerContext:
 
 
 __all__ = [
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
     "TERMINAL_STATUSES",
     "BackoffKind",
     "BackoffPolicy",
@@ -570,6 +602,8 @@ __all__ = [
     "StateWriteResult",
     "ThreadingMode",
     "VersionedState",
+    "as_priority",
+    "priority_label",
     "require_utc",
     "utc_now",
 ]

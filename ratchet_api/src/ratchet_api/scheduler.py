@@ -59,7 +59,8 @@ class JobBuilder(Protocol):
         ...
 
     def priority(self, priority: JobPriority | int | str) -> JobBuilder:
-        """A ``JobPriority``, its value or its name (``"high"``)."""
+        """An int from -100 to 100 (higher runs first), a ``JobPriority`` (named points of that
+        range: LOW -50, NORMAL 0, HIGH 50, CRITICAL 100) or its name (``"high"``)."""
         ...
 
     def tags(self, *tags: str) -> JobBuilder:

@@ -28,7 +28,14 @@ from uuid import UUID
 import attrs
 
 from ratchet_api.errors import InvalidJobError
-from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
+from ratchet_api.model import (
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    BackoffPolicy,
+    JobInvocation,
+    JobPriority,
+    as_priority,
+)
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH, ConditionKind
 from ratchet_api.workflow import Condition, SignalTimeout
 from ratchet_core.properties import check_property
@@ -88,7 +95,7 @@ class JobSubmitter(Protocol):
 class JobOptions:
     """Validated options of one job (everything but target and arguments)."""
 
-    priority: JobPriority = JobPriority.NORMAL
+    priority: int = JobPriority.NORMAL
     tags: tuple[str, ...] = ()
     max_retries: int | None = None
     backoff: BackoffPolicy | None = None
@@ -105,10 +112,10 @@ def _bad(option: str, message: str) -> InvalidJobError:
     return InvalidJobError(f"job option {option!r}: {message}")
 
 
-def parse_priority(value: JobPriority | int | str) -> JobPriority:
-    """A ``JobPriority`` from itself, its int value (0, 5, 10, 15) or its name (``"high"``)."""
-    if isinstance(value, JobPriority):
-        return value
+def parse_priority(value: JobPriority | int | str) -> int:
+    """A job priority from a ``JobPriority``, an int of ``MIN_PRIORITY..MAX_PRIORITY``
+    (-100..100; higher runs first), its text (``"42"``) or a name (``"high"``). Named points
+    come back as ``JobPriority`` members."""
     if isinstance(value, str) and not value.strip().lstrip("-").isdigit():
         try:
             return JobPriority[value.strip().upper()]
@@ -116,11 +123,15 @@ def parse_priority(value: JobPriority | int | str) -> JobPriority:
             pass
     elif isinstance(value, (int, str)) and not isinstance(value, bool):
         try:
-            return JobPriority(int(value))
+            return as_priority(int(value))
         except ValueError:
             pass
     names = ", ".join(f"{p.name.lower()} ({p.value})" for p in JobPriority)
-    raise _bad("priority", f"{value!r} is not a priority; use one of {names}")
+    raise _bad(
+        "priority",
+        f"{value!r} is not a priority; use an int from {MIN_PRIORITY} to {MAX_PRIORITY} "
+        f"(higher runs first) or a name: {names}",
+    )
 
 
 def check_tags(tags: tuple[Any, ...]) -> tuple[str, ...]:

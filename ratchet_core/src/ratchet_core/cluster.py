@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ratchet_api.model import JobPriority, JobWakeupHint, NodeIdentity
+from ratchet_api.model import JobPriority, JobWakeupHint, NodeIdentity, as_priority
 from ratchet_api.spi.runtime import (
     ClusterCoordinator,
     NodeIdentityProvider,
@@ -125,7 +125,7 @@ class StoreBackedStartupCoordinator:
 # ---------------------------------------------------------------- wake-up messages
 
 
-def encode_hint(priority: JobPriority, source: NodeIdentity, execution_target: str | None) -> str:
+def encode_hint(priority: int, source: NodeIdentity, execution_target: str | None) -> str:
     """The wake-up message (compact JSON, well under PostgreSQL's 8000-byte NOTIFY limit)."""
     return json.dumps(
         {"n": source.node_id, "p": int(priority), "t": execution_target}, separators=(",", ":")
@@ -137,7 +137,7 @@ def decode_hint(text: str) -> JobWakeupHint | None:
     try:
         data = json.loads(text)
         return JobWakeupHint(
-            priority=JobPriority(int(data.get("p", JobPriority.NORMAL))),
+            priority=as_priority(int(data.get("p", JobPriority.NORMAL))),
             source=NodeIdentity(node_id=str(data["n"])),
             execution_target=data.get("t"),
         )
@@ -169,7 +169,7 @@ class _ListenerThreadCoordinator:
     # -- public API
 
     def notify_new_work(
-        self, priority: JobPriority, source: NodeIdentity, execution_target: str | None
+        self, priority: int, source: NodeIdentity, execution_target: str | None
     ) -> None:
         if self._closed.is_set():
             return

@@ -183,7 +183,7 @@ class StatsdMetricsCollector:
 
     # ------------------------------------------------------------ job execution
 
-    def job_started(self, job_id: UUID, job_type: JobType, priority: JobPriority) -> None:
+    def job_started(self, job_id: UUID, job_type: JobType, priority: int) -> None:
         self._incr("ratchet.jobs.started", type=job_type.value, priority=_priority(priority))
 
     def job_completed(self, job_id: UUID, job_type: JobType, execution_time_ms: int) -> None:

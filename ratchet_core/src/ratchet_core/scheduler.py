@@ -404,7 +404,7 @@ class SchedulerService:
             self._metrics.local_wakeup(AFTER_COMMIT_UNAVAILABLE)
 
     def _wake(
-        self, priority: JobPriority, execution_target: str | None, *, inserted: bool = False
+        self, priority: int, execution_target: str | None, *, inserted: bool = False
     ) -> None:
         with self._listeners_lock:
             listeners = list(self._listeners)

@@ -22,9 +22,15 @@ from pymongo.errors import CollectionInvalid, OperationFailure
 
 from ratchet_api.errors import StoreError
 
-HEAD = "0001"
-REVISIONS: tuple[str, ...] = ("0001",)
-"""Known revisions, oldest first. ``0001``: the initial layout."""
+HEAD = "0002"
+REVISIONS: tuple[str, ...] = ("0001", "0002")
+"""Known revisions, oldest first. ``0001``: the initial layout. ``0002``: integer priorities
+(the stored levels 0/5/10/15 become -50/0/50/100, named points of -100..100)."""
+
+_PRIORITY_COLLECTIONS = ("jobs", "archive", "recurring")
+_PRIORITY_UP = ((0, -50), (5, 0), (10, 50), (15, 100))
+_MIGRATING = "_ratchet_0002"
+"""Marks a document whose priority 0002 already moved (so a rerun after a crash skips it)."""
 
 SCHEMA_DOC_ID = "ratchet"
 
@@ -139,17 +145,53 @@ class MongoSchema:
                         raise
             if spec.indexes:
                 self._db[name].create_indexes(list(spec.indexes))
+        if current == "0001" and REVISIONS.index(target) >= 1:
+            self._move_priorities(_PRIORITY_UP)  # a new database has no old priorities
         self._schema().update_one(
             {"_id": SCHEMA_DOC_ID},
             {"$set": {"revision": target}, "$currentDate": {"upgraded_at": True}},
             upsert=True,
         )
 
+    def _move_priorities(self, mapping: tuple[tuple[int, int], ...]) -> None:
+        """Move stored priorities ``old -> new`` in every collection that keeps one. Each
+        moved document is marked until the end, so a rerun after a crash moves none twice."""
+        for spec_name in _PRIORITY_COLLECTIONS:
+            collection = self._db[self.collection_name(spec_name)]
+            for old, new in mapping:
+                collection.update_many(
+                    {"priority": old, _MIGRATING: {"$exists": False}},
+                    {"$set": {"priority": new, _MIGRATING: True}},
+                )
+            collection.update_many({_MIGRATING: {"$exists": True}}, {"$unset": {_MIGRATING: ""}})
+
     def downgrade(self, revision: str) -> None:
-        """``"base"`` drops every Ratchet collection (and its data); a known revision at or
-        above the current one is a no-op (there is only one revision so far)."""
+        """``"base"`` drops every Ratchet collection (and its data); ``0001`` moves integer
+        priorities back to the nearest of the old levels; a revision at or above the current
+        one is a no-op."""
         if revision != "base":
-            self._resolve(revision)
+            target = self._resolve(revision)
+            current = self.current_revision()
+            if current == "0002" and target == "0001":
+                for spec_name in _PRIORITY_COLLECTIONS:
+                    collection = self._db[self.collection_name(spec_name)]
+                    for low, high, old in (
+                        (-100, -26, 0),
+                        (-25, 24, 5),
+                        (25, 74, 10),
+                        (75, 100, 15),
+                    ):
+                        collection.update_many(
+                            {
+                                "priority": {"$gte": low, "$lte": high},
+                                _MIGRATING: {"$exists": False},
+                            },
+                            {"$set": {"priority": old, _MIGRATING: True}},
+                        )
+                    collection.update_many(
+                        {_MIGRATING: {"$exists": True}}, {"$unset": {_MIGRATING: ""}}
+                    )
+                self._schema().update_one({"_id": SCHEMA_DOC_ID}, {"$set": {"revision": target}})
             return
         for spec in COLLECTIONS:
             self._db.drop_collection(self.collection_name(spec.name))

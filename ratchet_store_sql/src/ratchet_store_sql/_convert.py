@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from ratchet_api.errors import StoreDataError
-from ratchet_api.model import JobPriority, JobStatus, JobType
+from ratchet_api.model import JobStatus, JobType, as_priority
 from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
@@ -104,7 +104,7 @@ def row_to_job(row: Row, tags: Sequence[str] = ()) -> JobEntity:
     values = {name: row[name] for name in JOB_FIELDS}
     values["status"] = enum_value(JobStatus, row["status"], "status", job_id)
     try:
-        values["priority"] = JobPriority(row["priority"])
+        values["priority"] = as_priority(row["priority"])
     except ValueError:
         raise StoreDataError(
             "priority", f"unknown value {row['priority']!r}", job_id=job_id
@@ -165,7 +165,7 @@ def recurring_to_row(rec: RecurringJobEntity) -> dict[str, Any]:
 
 def row_to_recurring(row: Row) -> RecurringJobEntity:
     try:
-        priority = JobPriority(row["priority"])
+        priority = as_priority(row["priority"])
     except ValueError:
         raise StoreDataError("priority", f"recurring {row['name']!r}: unknown value") from None
     return RecurringJobEntity(

@@ -36,7 +36,7 @@ from ratchet_tck.contracts import (
     TagStoreContract,
     WorkflowConditionStoreContract,
 )
-from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, now_ms
+from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, StoreTransaction, now_ms
 from ratchet_tck.registry import ALL_CONTRACTS, contract_test_classes, is_required
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "SignalStoreContract",
     "StoreContract",
     "StoreFixture",
+    "StoreTransaction",
     "TagStoreContract",
     "WorkflowConditionStoreContract",
     "contract_test_classes",

@@ -25,6 +25,21 @@ def now_ms() -> datetime:
 
 
 @runtime_checkable
+class StoreTransaction(Protocol):
+    """A begun transaction of the store's database, as an application holds one."""
+
+    @property
+    def handle(self) -> object:
+        """What the application passes to ``store.joined(...)`` (a SQLAlchemy ``Connection``,
+        a pymongo ``ClientSession``)."""
+        ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None: ...
+
+
+@runtime_checkable
 class StoreFixture(Protocol):
     """What the contracts need from a store author (the pytest fixture ``tck_fixture``)."""
 
@@ -66,6 +81,13 @@ class BaseStoreFixture:
     def store_factory(self) -> Callable[[], JobStore] | None:
         return None
 
+    def begin_transaction(self) -> StoreTransaction | None:
+        """Optional (read with ``getattr``: fixtures written before it still work): a begun
+        transaction of the store's database that ``store.joined(handle)`` accepts, for
+        ``JobStoreJoinedContract``; None (the default) for a store that cannot join callers'
+        transactions."""
+        return None
+
     def new_pending_job(self, **overrides: Any) -> JobEntity:
         now = now_ms()
         job = JobEntity(
@@ -85,4 +107,4 @@ class BaseStoreFixture:
         return self.new_pending_job(job_type=JobType.BATCH_PARENT)
 
 
-__all__ = ["SAMPLE_TARGET", "BaseStoreFixture", "StoreFixture", "now_ms"]
+__all__ = ["SAMPLE_TARGET", "BaseStoreFixture", "StoreFixture", "StoreTransaction", "now_ms"]

@@ -15,6 +15,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.JobBulkStoreContract,
     _c.NodeStoreContract,
     _c.TagStoreContract,
+    _c.JobStoreJoinedContract,
     _c.DualWriteInvariantContract,
     _c.RecurringJobStoreContract,
     _c.BatchStoreContract,

@@ -15,9 +15,30 @@ import attrs
 from ratchet_tck.contracts.base import StoreContract
 from ratchet_tck.registry import ALL_CONTRACTS
 
+# Kept in step with the engine: a test checks that every optional capability has an entry.
+
 VERDICT_COMPATIBLE = "Ratchet Store Compatible"
 VERDICT_NOT_COMPATIBLE = "Not compatible"
 NA_PREFIX = "N/A:"
+
+CAPABILITY_FEATURES: Mapping[str, str] = {
+    "JobQueryStore": "`JobScheduler.search` and `ratchet jobs list` (UnsupportedCapabilityError); "
+    "`ratchet worker --burst` does not wait for retries due before its timeout",
+    "JobAuditStore": "execution records and stored per-job logs (`ratchet jobs show` shows "
+    "neither); Django task results lose per-attempt start times and worker ids",
+    "JobExtensionStore": "`JobContext.get_state`/`set_state` (UnsupportedCapabilityError) and "
+    "job properties; Django task results keep only the last error",
+    "LockStore": "the startup lease: orphan recovery is not serialised between nodes",
+    "RecurringJobStore": "nothing in this version (no engine feature uses it yet)",
+    "BatchStore": "nothing in this version (no engine feature uses it yet)",
+    "WorkflowConditionStore": "nothing in this version (no engine feature uses it yet)",
+    "SignalStore": "nothing in this version (no engine feature uses it yet)",
+    "ResourcePermitStore": "nothing in this version (no engine feature uses it yet)",
+    "ArchiveStore": "nothing in this version (no engine feature uses it yet)",
+    "JobAnalyticsStore": "nothing in this version (no engine feature uses it yet)",
+}
+"""What the engine cannot do on a store without each optional capability (the report lists it
+for every capability the store does not advertise)."""
 
 Outcome = Literal["passed", "failed", "skipped"]
 ContractStatus = Literal["passed", "failed", "n/a", "missing"]
@@ -73,6 +94,14 @@ class CompatibilityReport:
     def verdict(self) -> str:
         return VERDICT_COMPATIBLE if self.compatible else VERDICT_NOT_COMPATIBLE
 
+    def disabled_features(self) -> dict[str, str]:
+        """Each optional capability the store does not advertise, with what that disables."""
+        return {
+            name: CAPABILITY_FEATURES.get(name, "see the capability's contract")
+            for c in self.contracts
+            if (name := c.capability) is not None and name not in self.capabilities
+        }
+
     def totals(self) -> dict[str, int]:
         return {
             key: sum(getattr(c, key) for c in self.contracts)
@@ -86,6 +115,7 @@ class CompatibilityReport:
             "verdict": self.verdict,
             "compatible": self.compatible,
             "capabilities": list(self.capabilities),
+            "disabled_features": self.disabled_features(),
             "totals": self.totals(),
             "contracts": [
                 {
@@ -134,6 +164,10 @@ class CompatibilityReport:
                 lines.append(
                     f"- {c.name} {what}" + (f": {', '.join(c.failures)}" if c.failures else "")
                 )
+        disabled = self.disabled_features()
+        if disabled:
+            lines += ["", "## What the missing capabilities disable", ""]
+            lines += [f"- `{name}`: {what}" for name, what in disabled.items()]
         skips = [(c.name, r) for c in self.contracts if c.status != "n/a" for r in c.skip_reasons]
         if skips:
             lines += ["", "## Skipped tests", ""]

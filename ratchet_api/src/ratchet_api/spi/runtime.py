@@ -15,7 +15,6 @@ import attrs
 
 from ratchet_api.model import (
     JobLoggerContext,
-    JobPriority,
     JobType,
     JobWakeupHint,
     NodeIdentity,
@@ -159,7 +158,7 @@ class MetricsCollector(Protocol):
     """Job lifecycle metrics. Called on hot paths from many threads: implementations must be
     fast, thread safe and must never raise."""
 
-    def job_started(self, job_id: UUID, job_type: JobType, priority: JobPriority) -> None: ...
+    def job_started(self, job_id: UUID, job_type: JobType, priority: int) -> None: ...
 
     def job_completed(self, job_id: UUID, job_type: JobType, execution_time_ms: int) -> None: ...
 
@@ -222,7 +221,7 @@ class ClusterCoordinator(Protocol):
     """Best-effort wake-ups between nodes so that new work starts without waiting for a poll."""
 
     def notify_new_work(
-        self, priority: JobPriority, source: NodeIdentity, execution_target: str | None
+        self, priority: int, source: NodeIdentity, execution_target: str | None
     ) -> None:
         """Publish that work is available. Must not block for long and must not raise for a
         transport failure (log it: polling still finds the work)."""

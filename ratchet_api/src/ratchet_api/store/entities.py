@@ -19,6 +19,7 @@ from ratchet_api.model import (
     JobPriority,
     JobStatus,
     JobType,
+    as_priority,
     require_utc,
     utc_now,
 )
@@ -78,7 +79,7 @@ class JobEntity:
 
     id: UUID = attrs.field(factory=uuid7)
     status: JobStatus = JobStatus.PENDING
-    priority: JobPriority = JobPriority.NORMAL
+    priority: int = attrs.field(default=JobPriority.NORMAL, converter=as_priority)
     job_type: JobType = JobType.STANDARD
     target: str = ""
     payload: str = "{}"
@@ -154,7 +155,7 @@ class RecurringJobEntity:
     timezone: str = "UTC"
     target: str = ""
     payload: str = "{}"
-    priority: JobPriority = JobPriority.NORMAL
+    priority: int = attrs.field(default=JobPriority.NORMAL, converter=as_priority)
     max_retries: int = 3
     next_fire_at: datetime = attrs.field(validator=_utc)
     last_fired_at: datetime | None = attrs.field(default=None, validator=_utc)

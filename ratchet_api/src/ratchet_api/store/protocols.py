@@ -97,7 +97,8 @@ class JobClaimStore(Protocol):
     ) -> list[JobEntity]:
         """Claim up to ``limit`` PENDING jobs due at the store's now. REQUIRED.
 
-        Order: priority (highest first), then ``scheduled_at``, then id. Each claimed job becomes
+        Order: priority (highest first; any int of -100..100, compared exactly), then
+        ``scheduled_at``, then id. Each claimed job becomes
         RUNNING with ``owner=node_id``, ``started_at=heartbeat_at=now``, ``attempt + 1`` and
         ``claim_seq + 1``; the returned entities carry the new values. Atomic against every
         concurrent caller in any process: a job is returned to exactly one caller per claim.

@@ -41,8 +41,11 @@ def import_target(spec: str) -> Any:
 @click.option("--delay", type=click.FloatRange(min=0), default=None, help="Run after SECONDS.")
 @click.option(
     "--priority",
-    type=click.Choice([p.name.lower() for p in JobPriority], case_sensitive=False),
     default=None,
+    metavar="INT|NAME",
+    help="-100..100, higher runs first, or a name: "
+    + ", ".join(f"{p.name.lower()} ({p.value})" for p in JobPriority)
+    + ".",
 )
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--max-retries", type=click.IntRange(min=0), default=None)

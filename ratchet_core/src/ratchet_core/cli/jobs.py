@@ -12,7 +12,7 @@ import attrs
 import click
 
 from ratchet_api.errors import JobNotFoundError, RatchetError
-from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus
+from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus, priority_label
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.bulk import BulkAction
@@ -85,7 +85,7 @@ def _job_dict(job: JobEntity, detail: JobDetail) -> dict[str, Any]:
         "status": job.status.value,
         "target": job.target,
         "django_task": django_task(job),
-        "priority": job.priority.name.lower(),
+        "priority": priority_label(job.priority),
         "attempt": job.attempt,
         "max_retries": job.max_retries,
         "tags": list(job.tags),

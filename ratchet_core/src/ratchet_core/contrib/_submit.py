@@ -20,7 +20,7 @@ def submit_job(
     kwargs: dict[str, Any],
     *,
     transaction: object | None = None,
-    priority: JobPriority | None = None,
+    priority: JobPriority | int | None = None,
     tags: Iterable[str] = (),
     max_retries: int | None = None,
 ) -> UUID:

@@ -7,7 +7,7 @@ import secrets
 import socket
 from collections.abc import Callable
 
-from ratchet_api.model import JobPriority, JobWakeupHint, NodeIdentity, NodeTagFilter
+from ratchet_api.model import JobWakeupHint, NodeIdentity, NodeTagFilter
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
 from ratchet_core.config import parse_optional_str, parse_str_list, register_key
 
@@ -90,7 +90,7 @@ class NoOpClusterCoordinator:
     """No cross-node wake-ups: other nodes find new work by polling."""
 
     def notify_new_work(
-        self, priority: JobPriority, source: NodeIdentity, execution_target: str | None
+        self, priority: int, source: NodeIdentity, execution_target: str | None
     ) -> None:
         pass
 

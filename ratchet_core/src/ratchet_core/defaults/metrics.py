@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from ratchet_api.model import JobPriority, JobType
+from ratchet_api.model import JobType
 from ratchet_api.spi import SignalOutcome
 
 
 class NoOpMetricsCollector:
     """Implements every ``MetricsCollector`` callback and does nothing."""
 
-    def job_started(self, job_id: UUID, job_type: JobType, priority: JobPriority) -> None:
+    def job_started(self, job_id: UUID, job_type: JobType, priority: int) -> None:
         pass
 
     def job_completed(self, job_id: UUID, job_type: JobType, execution_time_ms: int) -> None:

@@ -13,6 +13,7 @@ from ratchet_tck.contracts.history import (
     JobAuditStoreContract,
     JobQueryStoreContract,
 )
+from ratchet_tck.contracts.joined import JobStoreJoinedContract
 from ratchet_tck.contracts.nodes_tags import NodeStoreContract, TagStoreContract
 from ratchet_tck.contracts.scheduling import (
     BatchStoreContract,
@@ -40,6 +41,7 @@ __all__ = [
     "JobCrudStoreContract",
     "JobExtensionStoreContract",
     "SealedValueStoreContract",
+    "JobStoreJoinedContract",
     "JobPauseStoreContract",
     "JobQueryStoreContract",
     "JobRetryStoreContract",

@@ -11,7 +11,7 @@ from uuid import UUID
 
 import pytest
 
-from ratchet_api.model import JobPriority, JobStatus, NodeTagFilter
+from ratchet_api.model import MAX_PRIORITY, JobPriority, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore
 from ratchet_tck._workers import claim_until_empty
@@ -101,6 +101,18 @@ class JobClaimStoreContract(StoreContract):
             store.release_claim(job_id, 1)
         claimed = store.claim_next_batch("tck-node", len(expected))
         assert [j.id for j in claimed] == batch_order
+
+    def test_integer_priorities_order_claims_exactly(self, tck_fixture: StoreFixture) -> None:
+        """Any int of -100..100 is a priority; claims follow the numbers exactly (50 before
+        10), not a few levels, and the named points sit among them."""
+        store = tck_fixture.store()
+        base = store.server_now() - timedelta(minutes=5)
+        priorities = [10, -100, 50, JobPriority.NORMAL, 99, -3, MAX_PRIORITY, 49]
+        jobs = {p: self.insert(tck_fixture, priority=p, scheduled_at=base) for p in priorities}
+        expected = [jobs[p].id for p in sorted(priorities, reverse=True)]
+        order = [self.claim_one(store).id for _ in expected]
+        assert order == expected
+        assert [self.reload(store, jobs[p]).priority for p in (99, -3)] == [99, -3]
 
     def test_each_claim_increments_claim_seq_and_attempt(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()

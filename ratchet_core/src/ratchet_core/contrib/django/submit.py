@@ -17,7 +17,7 @@ def submit_invocation(
     kwargs: dict[str, Any],
     *,
     when: datetime | timedelta | float | None = None,
-    priority: JobPriority | None = None,
+    priority: JobPriority | int | None = None,
     tags: Iterable[str] = (),
     max_retries: int | None = None,
     transactional: bool = True,

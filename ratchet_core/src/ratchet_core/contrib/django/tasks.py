@@ -35,7 +35,7 @@ from django.utils.module_loading import import_string
 
 from ratchet_api.errors import ClassNotAllowedError, JobNotFoundError, RatchetError
 from ratchet_api.ids import uuid7_time_ms
-from ratchet_api.model import JobPriority, JobStatus
+from ratchet_api.model import JobStatus, as_priority
 from ratchet_api.scheduler import JobContext
 from ratchet_core.contrib.django.task_history import (
     AttemptError,
@@ -96,15 +96,10 @@ def task_status(status: JobStatus) -> Any:
     return _STATUS[status]
 
 
-def job_priority(priority: int) -> JobPriority:
-    """Django's -100..100 priority as a Ratchet claim priority (higher runs sooner)."""
-    if priority < 0:
-        return JobPriority.LOW
-    if priority == 0:
-        return JobPriority.NORMAL
-    if priority <= 50:
-        return JobPriority.HIGH
-    return JobPriority.CRITICAL
+def job_priority(priority: int) -> int:
+    """Django's -100..100 priority as a Ratchet job priority: the same int (Ratchet's range is
+    Django's; Django's default 0 is Ratchet's NORMAL)."""
+    return as_priority(int(priority))
 
 
 def _load_task(task_path: str) -> Task[Any, Any]:
