@@ -243,6 +243,8 @@ def test_views_receive_the_project_container_s_scheduler_through_inject(backend:
     # the project's container is the configured one: its Ratchet store follows DATABASES
     assert project.ratchet.scheduler() is get_scheduler()
     assert "succeeded 1," in burst()
+
+
 def test_encrypted_tasks_run_and_read_back_through_django() -> None:
     import base64
     import os

@@ -374,7 +374,8 @@ class JobDetail:
     id: UUID
     status: JobStatus
     target: str
-    priority: JobPriority
+    priority: int
+    """-100..100 (a ``JobPriority`` member for a named point)."""
     attempt: int
     max_retries: int
     tags: tuple[str, ...] = ()
@@ -403,7 +404,7 @@ class JobAuthorizationRequest:
     invocation: JobInvocation
     tags: tuple[str, ...] = ()
     properties: Mapping[str, str] = attrs.field(factory=dict)
-    priority: JobPriority = JobPriority.NORMAL
+    priority: int = JobPriority.NORMAL
     execution_target: str | None = None
     job_type: JobType = JobType.STANDARD
 

@@ -31,7 +31,6 @@ from ratchet_api.model import (
     JobAuthorizationRequest,
     JobDetail,
     JobInvocation,
-    JobPriority,
     JobResult,
     JobStatus,
     utc_now,
@@ -403,9 +402,7 @@ class SchedulerService:
             )
             self._metrics.local_wakeup(AFTER_COMMIT_UNAVAILABLE)
 
-    def _wake(
-        self, priority: int, execution_target: str | None, *, inserted: bool = False
-    ) -> None:
+    def _wake(self, priority: int, execution_target: str | None, *, inserted: bool = False) -> None:
         with self._listeners_lock:
             listeners = list(self._listeners)
         for listener in listeners:

@@ -12,6 +12,7 @@ import click
 from rich.table import Table
 
 from ratchet_api.errors import PayloadError, RecurringJobNotFoundError
+from ratchet_api.model import priority_label
 from ratchet_api.store.entities import JobQuery, RecurringJobEntity
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
@@ -49,7 +50,7 @@ def _record(d: RecurringJobEntity) -> dict[str, Any]:
         "target": d.target,
         "state": "active" if d.enabled else "paused",
         "misfire": d.misfire_policy.value.lower(),
-        "priority": d.priority.name.lower(),
+        "priority": priority_label(d.priority),
         "max_retries": d.max_retries,
         "next_fire_at": d.next_fire_at.isoformat(),
         "next_fire_local": _local(d.next_fire_at, d.timezone),

@@ -91,7 +91,7 @@ class RecurringOptions:
 
     tz: str = "UTC"
     misfire: MisfirePolicy = MisfirePolicy.FIRE_ONCE
-    priority: JobPriority = JobPriority.NORMAL
+    priority: int = JobPriority.NORMAL
     tags: tuple[str, ...] = ()
     max_retries: int | None = None
     backoff: BackoffPolicy | None = None
@@ -152,7 +152,7 @@ class RecurringService:
         store: JobStore,
         resolver: JobInvocationResolver,
         default_max_retries: int,
-        wake: Callable[[JobPriority, str | None], None] | None = None,
+        wake: Callable[[int, str | None], None] | None = None,
     ) -> None:
         self._store = store
         self._resolver = resolver

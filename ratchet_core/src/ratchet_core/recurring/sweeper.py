@@ -122,7 +122,7 @@ CHUNK = 50
 
 
 @attrs.frozen
-class Outcome:
+class FireOutcome:
     fired: int = 0
     skipped: int = 0
     won: bool = False
@@ -217,13 +217,13 @@ class RecurringSweeper:
             self._schedules[key] = schedule
         return schedule
 
-    def fire(self, definition: RecurringJobEntity, now: datetime | None = None) -> Outcome:
+    def fire(self, definition: RecurringJobEntity, now: datetime | None = None) -> FireOutcome:
         """One round of one due definition at ``now`` (default: the clock)."""
         return self.fire_many([definition], now)
 
     def fire_many(
         self, definitions: Sequence[RecurringJobEntity], now: datetime | None = None
-    ) -> Outcome:
+    ) -> FireOutcome:
         """One round of each due definition at ``now`` (default: the clock): write the slot
         jobs of all of them (one bulk insert), then advance all of them (one batch of
         compare-and-sets). ``won`` is true if any advance applied."""
@@ -241,7 +241,7 @@ class RecurringSweeper:
             rounds.append(planned)
             jobs.extend(planned.jobs)
         if not rounds:
-            return Outcome()
+            return FireOutcome()
         written = self._write(jobs) if jobs else 0
         won = self._recurring.advance_next_fire_many(
             [
@@ -259,7 +259,7 @@ class RecurringSweeper:
             if r.definition.name in won:
                 skipped += r.plan.dropped + r.busy
                 self._report(r)
-        return Outcome(fired=written, skipped=skipped, won=bool(won))
+        return FireOutcome(fired=written, skipped=skipped, won=bool(won))
 
     def _plan(self, definition: RecurringJobEntity, now: datetime) -> _Round:
         template = decode_template(definition)
@@ -335,4 +335,4 @@ class RecurringSweeper:
             _log.debug("recurring metric failed", exc_info=True)
 
 
-__all__ = ["Outcome", "Plan", "RecurringSweeper", "plan"]
+__all__ = ["FireOutcome", "Plan", "RecurringSweeper", "plan"]
