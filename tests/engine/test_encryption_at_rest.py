@@ -168,6 +168,10 @@ def test_a_result_copied_to_another_job_fails_to_open(secure: Any, make_worker: 
     with pytest.raises(EncryptionIntegrityError, match=f"RESULT of job {b}"):
         scheduler.result(b)
     assert ("integrity", (b, "RESULT")) in secure.recorded.calls
+    # a plaintext result forged into an encrypted job is refused too (no downgrade)
+    write_column(store, b, "result", '"forged"')
+    with pytest.raises(EncryptionIntegrityError, match="plaintext although the job is encrypted"):
+        scheduler.result(b)
     # moved to another column of the same job: refused as well
     write_column(store, a, "last_error", read_column(store, a, "result"))
     write_column(store, a, "status", "FAILED")

@@ -295,9 +295,24 @@ class PayloadCodec:
         return f"{message.split(':', 1)[0]} (message stored encrypted in the job's error)"
 
     def open_result(self, job: JobEntity) -> str | None:
-        return (
-            None if job.result is None else self.open(job.result, job.id, EncryptionSurface.RESULT)
-        )
+        """The job's result text, decrypted. For an encrypted job a plaintext result is an
+        integrity violation (the worker only ever stores it sealed: a plaintext one was put
+        there by someone else)."""
+        if job.result is None:
+            return None
+        if self.is_encrypted(job):
+            self.require_sealed(job.result, job.id, EncryptionSurface.RESULT)
+        return self.open(job.result, job.id, EncryptionSurface.RESULT)
+
+    def require_sealed(
+        self, text: str, job_id: UUID, surface: EncryptionSurface, namespace: str = ""
+    ) -> None:
+        """``EncryptionIntegrityError`` (and the metric) unless ``text`` is an envelope."""
+        if not text.startswith(envelope.PREFIX):
+            where = f"{namespace!r} " if namespace else ""
+            raise self._violation(
+                job_id, surface, f"{where}is plaintext although the job is encrypted"
+            )
 
     def open_error(self, job: JobEntity) -> str | None:
         if job.last_error is None:
@@ -337,6 +352,7 @@ class SealingStateStore:
         current = self._inner.get_state(job_id, namespace)
         if current is None:
             return None
+        self._codec.require_sealed(current.json, job_id, EncryptionSurface.STATE, namespace)
         text = self._codec.open(current.json, job_id, EncryptionSurface.STATE, namespace)
         return VersionedState(json=text, version=current.version)
 
