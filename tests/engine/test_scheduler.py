@@ -16,6 +16,7 @@ from ratchet_api.errors import (
     InvalidJobError,
     InvalidTargetError,
     JobNotFoundError,
+    PayloadError,
 )
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import JobQuery
@@ -296,3 +297,17 @@ def test_unhinted_and_any_arguments_and_fitting_values_are_accepted(
         scheduler.enqueue(targets.add, 1, True),  # bool is an int, as for type checkers
     ):
         assert scheduler.get(job_id).status is JobStatus.PENDING
+
+
+def test_bulk_enqueue_checks_every_item_after_the_first_bound(
+    scheduler: SchedulerService,
+) -> None:
+    # the arity of the first items is bound once; later items are still checked one by one
+    with pytest.raises(InvalidJobError, match=r"item 2: .*too many"):
+        scheduler.enqueue_many(targets.add, [(1, 2), (3, 4), (5, 6, 7)])
+    with pytest.raises(InvalidJobError, match=r"item 1: .*missing"):
+        scheduler.enqueue_many(targets.add, [(1, 2), (3,)])
+    with pytest.raises(ClassNotAllowedError, match=r"ratchet_api\.model\.BackoffPolicy"):
+        scheduler.enqueue_many(targets.takes_outside_class, [({"kind": "FIXED"},)] * 3)
+    with pytest.raises(PayloadError, match="item 1"):
+        scheduler.enqueue_many(targets.add, [(1, 2), (object(), 2)])

@@ -21,7 +21,7 @@ def utc_now() -> datetime:
 
 def require_utc(value: datetime | None, field: str) -> None:
     """Raise ``ValueError`` naming ``field`` unless ``value`` is None or an aware UTC datetime."""
-    if value is None:
+    if value is None or value.tzinfo is UTC:  # the common cases first (bulk enqueue)
         return
     if value.tzinfo is None or value.utcoffset() != timedelta(0):
         raise ValueError(

@@ -132,7 +132,21 @@ class _TargetInfo:
         return inspect.Signature(self.binding_parameters)
 
     def positional_names(self, count: int) -> list[str]:
-        return _positional_names(self.binding_parameters, count)
+        names = self._names_by_count.get(count)
+        if names is None:
+            names = self._names_by_count[count] = _positional_names(self.binding_parameters, count)
+        return names
+
+    @functools.cached_property
+    def _names_by_count(self) -> dict[int, list[str]]:
+        return {}
+
+    @functools.cached_property
+    def bound_arities(self) -> set[int]:
+        """Counts of positional arguments (without keywords) that bound to the signature:
+        whether ``n`` positional arguments bind depends only on ``n``, so a bulk enqueue binds
+        each count once instead of once per job."""
+        return set()
 
     @functools.cached_property
     def checked_hints(self) -> dict[str, Any]:
@@ -510,19 +524,12 @@ class DefaultJobInvocationResolver:
                     "by the worker; do not pass it"
                 )
             kwargs[late_name] = placeholder(kind)
-        try:
-            bound = info.binding_signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            late_hint = (
-                f" (parameters {', '.join(info.late_parameters)} are supplied by the worker: pass "
-                "the others by keyword if they come after)"
-                if info.late_parameters
-                else ""
-            )
-            raise InvalidJobError(
-                f"cannot enqueue {info.target}{info.signature}: {exc}{late_hint}"
-            ) from None
-        for param_name, value in bound.arguments.items():
+        values: Sequence[tuple[str, Any]]
+        if not kwargs and len(args) in info.bound_arities:
+            values = list(zip(info.positional_names(len(args)), args, strict=True))
+        else:
+            values = self._bind(info, args, kwargs)
+        for param_name, value in values:
             for class_name in value_classes(value):
                 if not self._policy.is_allowed(class_name):
                     raise ClassNotAllowedError(
@@ -551,6 +558,27 @@ class DefaultJobInvocationResolver:
             args=json_args,
             kwargs=json_kwargs,
         )
+
+    @staticmethod
+    def _bind(
+        info: _TargetInfo, args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> list[tuple[str, Any]]:
+        """The arguments by parameter name; ``InvalidJobError`` when they do not fit."""
+        try:
+            bound = info.binding_signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            late_hint = (
+                f" (parameters {', '.join(info.late_parameters)} are supplied by the worker: pass "
+                "the others by keyword if they come after)"
+                if info.late_parameters
+                else ""
+            )
+            raise InvalidJobError(
+                f"cannot enqueue {info.target}{info.signature}: {exc}{late_hint}"
+            ) from None
+        if not kwargs:
+            info.bound_arities.add(len(args))
+        return list(bound.arguments.items())
 
     def _convert(self, info: _TargetInfo, param: str, value: Any) -> Any:
         try:

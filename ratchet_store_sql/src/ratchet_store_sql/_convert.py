@@ -6,7 +6,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -78,7 +78,7 @@ def enum_value(kind: type[E], value: Any, field: str, job_id: UUID | None = None
 
 def require_utc(value: datetime | None, field: str) -> None:
     """Refuse a naive or non-UTC datetime argument, naming it."""
-    if value is None:
+    if value is None or (type(value) is datetime and value.tzinfo is UTC):
         return
     if not isinstance(value, datetime):
         raise StoreDataError(field, f"expected a datetime, got {type(value).__name__}")
