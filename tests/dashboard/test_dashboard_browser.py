@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import NodeEntity
 from tests.dashboard.server import Scene, dashboard_of, make_scene, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -147,6 +148,8 @@ def test_overview_filter_open_and_retry_a_dead_letter(scene: Scene, browser: Any
 
 
 def test_masked_arguments_and_nodes_page(scene: Scene, browser: Any) -> None:
+    # a worker that stops cleanly removes its node row: a live node is one heartbeating now
+    scene.store.upsert_heartbeat(NodeEntity(node_id="dash-browser-node", host="h", pid=1))
     with serve(dashboard_of(scene, read_only=True)) as base:
         browser.get(f"{base}#/jobs/{scene.secret_id}")
         loaded(browser, f"/jobs/{scene.secret_id}")
