@@ -1,17 +1,30 @@
-"""Rows <-> entities. Values read back are validated: an unknown enum value in a row is a
-``StoreDataError`` naming the column (and the job), never a bare ``ValueError``."""
+"""Rows <-> entities through a private cattrs converter (as the Mongo store's ``documents.py``).
+
+A row's columns carry the entity's field names. Enums are stored by value (``priority`` as its
+int), datetimes as given by ``UtcDateTime`` (aware UTC), UUIDs as ``Uuid``; job tags live in
+their own table and are not part of a job row; a node's tags are a JSON array.
+
+Reading is strict and names what is wrong: an unknown enum value or an invalid stored value is
+a ``StoreDataError`` naming the column (and the job), never a bare ``ValueError``. Rows are
+structured by a converter without detailed validation (the claim path maps every claimed row);
+only a row that fails is structured again by a detailed one to name the column.
+"""
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
+import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
 from ratchet_api.errors import StoreDataError
-from ratchet_api.model import JobStatus, JobType, as_priority
+from ratchet_api.model import JobPriority, JobStatus, JobType
 from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
@@ -28,42 +41,38 @@ from ratchet_api.store.entities import (
 )
 
 E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
 Row = Mapping[Any, Any]
 """A database row (``RowMapping``) or a plain dict."""
 
-JOB_FIELDS = (
-    "id",
-    "status",
-    "priority",
-    "job_type",
-    "target",
-    "payload",
-    "scheduled_at",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "finished_at",
-    "attempt",
-    "max_retries",
-    "backoff",
-    "claim_seq",
-    "owner",
-    "heartbeat_at",
-    "idempotency_key",
-    "execution_target",
-    "result",
-    "last_error",
-    "parent_id",
-    "batch_id",
-    "signal_key",
-    "signal_deadline",
-    "signal_payload",
-    "resource_key",
-    "recurring_name",
-    "dispatched_at",
-    "workflow",
-    "flow_control",
+JOB_FIELDS = tuple(f.name for f in attrs.fields(JobEntity) if f.name != "tags")
+"""The columns of a job row, in the entity's field order."""
+
+_ENUMS: tuple[type[enum.Enum], ...] = (
+    JobStatus,
+    JobPriority,
+    JobType,
+    BatchStatus,
+    ConditionKind,
+    LogLevel,
+    MisfirePolicy,
 )
+_ENTITIES: tuple[type, ...] = (
+    JobEntity,
+    NodeEntity,
+    RecurringJobEntity,
+    BatchEntity,
+    WorkflowConditionEntity,
+    LockEntity,
+    ExecutionRecord,
+    JobLogLine,
+)
+# Fields a row does not hold (job tags: their own table) or the store sets itself (a node's
+# last heartbeat: the store's clock).
+_OMITTED_ON_WRITE: dict[type, tuple[str, ...]] = {
+    JobEntity: ("tags",),
+    NodeEntity: ("last_heartbeat",),
+}
 
 
 def enum_value(kind: type[E], value: Any, field: str, job_id: UUID | None = None) -> E:
@@ -86,215 +95,185 @@ def require_utc(value: datetime | None, field: str) -> None:
         raise StoreDataError(field, f"must be a timezone-aware UTC datetime, got {value!r}")
 
 
-def job_to_row(job: JobEntity) -> dict[str, Any]:
-    for name in ("scheduled_at", "created_at", "updated_at", "started_at", "finished_at"):
-        require_utc(getattr(job, name), name)
-    require_utc(job.heartbeat_at, "heartbeat_at")
-    require_utc(job.signal_deadline, "signal_deadline")
-    require_utc(job.dispatched_at, "dispatched_at")
-    row = {name: getattr(job, name) for name in JOB_FIELDS}
-    row["status"] = enum_value(JobStatus, job.status, "status", job.id).value
-    row["priority"] = int(job.priority)
-    row["job_type"] = enum_value(JobType, job.job_type, "job_type", job.id).value
+def _passthrough(value: Any, _: Any) -> Any:
+    return value
+
+
+def _structure_enum(value: Any, cls: type[enum.Enum]) -> enum.Enum:
+    try:
+        return cls(value)
+    except ValueError:
+        known = ", ".join(str(m.value) for m in cls)
+        raise ValueError(f"unknown value {value!r} (expected one of {known})") from None
+
+
+def _structure_tags(value: Any, _: Any) -> tuple[str, ...]:
+    if isinstance(value, str):  # a node's tags column: a JSON array
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"not JSON: {value[:40]!r}") from None
+    return tuple(value)
+
+
+def _build(detailed: bool) -> cattrs.Converter:
+    conv = cattrs.Converter(detailed_validation=detailed)
+    # values come typed from the column types: no coercion, the entities' validators check
+    for kind in (str, int, UUID, datetime):
+        conv.register_structure_hook(kind, _passthrough)
+    conv.register_structure_hook(bool, lambda value, _: bool(value))  # 0/1 on MariaDB
+    for enum_cls in _ENUMS:
+        conv.register_structure_hook(enum_cls, _structure_enum)
+    conv.register_structure_hook_func(lambda t: t == tuple[str, ...], _structure_tags)
+    conv.register_unstructure_hook(datetime, lambda value: value)  # checked on write
+    conv.register_unstructure_hook(UUID, lambda value: value)
+    conv.register_unstructure_hook(JobPriority, int)
+    for enum_cls in _ENUMS:
+        if enum_cls is not JobPriority:
+            conv.register_unstructure_hook(enum_cls, lambda value: value.value)
+    conv.register_unstructure_hook_func(
+        lambda t: t == tuple[str, ...], lambda tags: json.dumps(sorted(tags))
+    )
+    for cls in _ENTITIES:
+        omitted = {name: override(omit=True) for name in _OMITTED_ON_WRITE.get(cls, ())}
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **omitted))  # type: ignore[arg-type]
+        conv.register_structure_hook(
+            cls,
+            make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False),
+        )
+    return conv
+
+
+_fast = _build(detailed=False)
+_detailed = _build(detailed=True)
+
+
+def _first_field(exc: BaseException) -> tuple[str, str]:
+    """(column, reason) of the first failure inside a cattrs validation error."""
+    if isinstance(exc, cattrs.ClassValidationError):
+        for sub in exc.exceptions:
+            for note in getattr(sub, "__notes__", []):
+                name = getattr(note, "name", None)
+                if isinstance(name, str):
+                    return name, _first_field(sub)[1]
+            return _first_field(sub)
+    # attrs validators of the entities start their message with the attribute name
+    first = str(exc).split(" ", 1)[0].rstrip(":'\"")
+    return (first if first.isidentifier() else "row"), str(exc)
+
+
+def _structure(row: Mapping[str, Any], cls: type[T], job_id: UUID | None = None) -> T:
+    try:
+        return _fast.structure(row, cls)
+    except (ValueError, TypeError, KeyError):
+        pass
+    try:
+        found = _detailed.structure(row, cls)
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        field, reason = _first_field(exc)
+        what = "stored row is invalid" if field == "row" else "invalid stored value"
+        raise StoreDataError(field, f"{what}: {reason}", job_id=job_id) from exc
+    return found  # the fast converter failed where the detailed one did not: use its result
+
+
+def _unstructure(entity: Any) -> dict[str, Any]:
+    row: dict[str, Any] = _fast.unstructure(entity, unstructure_as=type(entity))
     return row
 
 
+def _checked_write(
+    cls: type, to_row: Callable[[Any], dict[str, Any]]
+) -> Callable[[Any], dict[str, Any]]:
+    """``to_row`` after the checks a row needs before it is written: aware UTC datetimes and
+    known enum values, each refused with ``StoreDataError`` naming the field."""
+    resolved = attrs.fields(attrs.resolve_types(cls))
+    enums = [
+        (f.name, f.type)
+        for f in resolved
+        if isinstance(f.type, type) and issubclass(f.type, enum.Enum)
+    ]
+    stamps = [f.name for f in resolved if "datetime" in str(f.type)]
+
+    def write(entity: Any) -> dict[str, Any]:
+        job_id = entity.id if isinstance(entity, JobEntity) else None
+        for name in stamps:
+            require_utc(getattr(entity, name), name)
+        for name, kind in enums:
+            enum_value(kind, getattr(entity, name), name, job_id)
+        return to_row(entity)
+
+    return write
+
+
+# ---------------------------------------------------------------- the store's entry points
+
+
+def job_to_row(job: JobEntity) -> dict[str, Any]:
+    return _write_job(job)
+
+
 def row_to_job(row: Row, tags: Sequence[str] = ()) -> JobEntity:
-    job_id: UUID = row["id"]
     values = {name: row[name] for name in JOB_FIELDS}
-    values["status"] = enum_value(JobStatus, row["status"], "status", job_id)
-    try:
-        values["priority"] = as_priority(row["priority"])
-    except ValueError:
-        raise StoreDataError(
-            "priority", f"unknown value {row['priority']!r}", job_id=job_id
-        ) from None
-    values["job_type"] = enum_value(JobType, row["job_type"], "job_type", job_id)
-    try:
-        return JobEntity(tags=(*sorted(tags),), **values)
-    except (ValueError, TypeError) as exc:
-        raise StoreDataError("job", f"stored row is invalid: {exc}", job_id=job_id) from exc
+    values["tags"] = (*sorted(tags),)
+    return _structure(values, JobEntity, row["id"])
 
 
 def node_to_row(node: NodeEntity) -> dict[str, Any]:
-    require_utc(node.started_at, "started_at")
-    return {
-        "node_id": node.node_id,
-        "host": node.host,
-        "pid": node.pid,
-        "started_at": node.started_at,
-        "running_jobs": node.running_jobs,
-        "tags": json.dumps(sorted(node.tags)),
-    }
+    return _write_node(node)
 
 
 def row_to_node(row: Row) -> NodeEntity:
-    try:
-        tags = json.loads(row["tags"])
-    except ValueError:
-        raise StoreDataError("tags", f"node {row['node_id']!r}: not JSON") from None
-    return NodeEntity(
-        node_id=row["node_id"],
-        host=row["host"],
-        pid=row["pid"],
-        started_at=row["started_at"],
-        last_heartbeat=row["last_heartbeat"],
-        running_jobs=row["running_jobs"],
-        tags=(*tags,),
-    )
+    return _structure(dict(row), NodeEntity)
 
 
 def recurring_to_row(rec: RecurringJobEntity) -> dict[str, Any]:
-    require_utc(rec.next_fire_at, "next_fire_at")
-    require_utc(rec.last_fired_at, "last_fired_at")
-    return {
-        "name": rec.name,
-        "cron": rec.cron,
-        "timezone": rec.timezone,
-        "target": rec.target,
-        "payload": rec.payload,
-        "priority": int(rec.priority),
-        "max_retries": rec.max_retries,
-        "next_fire_at": rec.next_fire_at,
-        "last_fired_at": rec.last_fired_at,
-        "misfire_policy": enum_value(MisfirePolicy, rec.misfire_policy, "misfire_policy").value,
-        "enabled": rec.enabled,
-        "created_at": rec.created_at,
-    }
+    return _write_recurring(rec)
 
 
 def row_to_recurring(row: Row) -> RecurringJobEntity:
-    try:
-        priority = as_priority(row["priority"])
-    except ValueError:
-        raise StoreDataError("priority", f"recurring {row['name']!r}: unknown value") from None
-    return RecurringJobEntity(
-        name=row["name"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        target=row["target"],
-        payload=row["payload"],
-        priority=priority,
-        max_retries=row["max_retries"],
-        next_fire_at=row["next_fire_at"],
-        last_fired_at=row["last_fired_at"],
-        misfire_policy=enum_value(MisfirePolicy, row["misfire_policy"], "misfire_policy"),
-        enabled=bool(row["enabled"]),
-        created_at=row["created_at"],
-    )
+    return _structure(dict(row), RecurringJobEntity)
 
 
 def batch_to_row(batch: BatchEntity) -> dict[str, Any]:
-    return {
-        "id": batch.id,
-        "name": batch.name,
-        "status": enum_value(BatchStatus, batch.status, "status").value,
-        "total": batch.total,
-        "succeeded": batch.succeeded,
-        "failed": batch.failed,
-        "parent_job_id": batch.parent_job_id,
-        "created_at": batch.created_at,
-        "completed_at": batch.completed_at,
-        "last_error": batch.last_error,
-    }
+    return _write_batch(batch)
 
 
 def row_to_batch(row: Row) -> BatchEntity:
-    return BatchEntity(
-        id=row["id"],
-        name=row["name"],
-        status=enum_value(BatchStatus, row["status"], "status"),
-        total=row["total"],
-        succeeded=row["succeeded"],
-        failed=row["failed"],
-        parent_job_id=row["parent_job_id"],
-        created_at=row["created_at"],
-        completed_at=row["completed_at"],
-        last_error=row["last_error"],
-    )
+    return _structure(dict(row), BatchEntity)
 
 
-def condition_to_row(c: WorkflowConditionEntity) -> dict[str, Any]:
-    return {
-        "id": c.id,
-        "parent_job_id": c.parent_job_id,
-        "child_job_id": c.child_job_id,
-        "kind": enum_value(ConditionKind, c.kind, "kind").value,
-        "expression": c.expression,
-        "position": c.position,
-    }
+def condition_to_row(condition: WorkflowConditionEntity) -> dict[str, Any]:
+    return _write_condition(condition)
 
 
 def row_to_condition(row: Row) -> WorkflowConditionEntity:
-    return WorkflowConditionEntity(
-        id=row["id"],
-        parent_job_id=row["parent_job_id"],
-        child_job_id=row["child_job_id"],
-        kind=enum_value(ConditionKind, row["kind"], "kind"),
-        expression=row["expression"],
-        position=row["position"],
-    )
+    return _structure(dict(row), WorkflowConditionEntity)
 
 
 def row_to_lock(row: Row) -> LockEntity:
-    return LockEntity(
-        name=row["name"],
-        owner=row["owner"],
-        acquired_at=row["acquired_at"],
-        expires_at=row["expires_at"],
-    )
+    return _structure(dict(row), LockEntity)
 
 
-def execution_to_row(rec: ExecutionRecord) -> dict[str, Any]:
-    require_utc(rec.started_at, "started_at")
-    require_utc(rec.finished_at, "finished_at")
-    return {
-        "id": rec.id,
-        "job_id": rec.job_id,
-        "attempt": rec.attempt,
-        "node_id": rec.node_id,
-        "status": enum_value(JobStatus, rec.status, "status").value,
-        "started_at": rec.started_at,
-        "finished_at": rec.finished_at,
-        "duration_ms": rec.duration_ms,
-        "error": rec.error,
-        "traceback": rec.traceback,
-        "superseded": rec.superseded,
-    }
+def execution_to_row(record: ExecutionRecord) -> dict[str, Any]:
+    return _write_execution(record)
 
 
 def row_to_execution(row: Row) -> ExecutionRecord:
-    return ExecutionRecord(
-        id=row["id"],
-        job_id=row["job_id"],
-        attempt=row["attempt"],
-        node_id=row["node_id"],
-        status=enum_value(JobStatus, row["status"], "status", row["job_id"]),
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        duration_ms=row["duration_ms"],
-        error=row["error"],
-        traceback=row["traceback"],
-        superseded=bool(row["superseded"]),
-    )
+    return _structure(dict(row), ExecutionRecord, row["job_id"])
 
 
 def log_to_row(line: JobLogLine) -> dict[str, Any]:
-    require_utc(line.logged_at, "logged_at")
-    return {
-        "job_id": line.job_id,
-        "logged_at": line.logged_at,
-        "level": enum_value(LogLevel, line.level, "level").value,
-        "message": line.message,
-        "attempt": line.attempt,
-    }
+    return _write_log(line)
 
 
 def row_to_log(row: Row) -> JobLogLine:
-    return JobLogLine(
-        job_id=row["job_id"],
-        logged_at=row["logged_at"],
-        level=enum_value(LogLevel, row["level"], "level", row["job_id"]),
-        message=row["message"],
-        attempt=row["attempt"],
-    )
+    return _structure(dict(row), JobLogLine, row["job_id"])
+
+
+_write_job = _checked_write(JobEntity, _unstructure)
+_write_node = _checked_write(NodeEntity, _unstructure)
+_write_recurring = _checked_write(RecurringJobEntity, _unstructure)
+_write_batch = _checked_write(BatchEntity, _unstructure)
+_write_condition = _checked_write(WorkflowConditionEntity, _unstructure)
+_write_execution = _checked_write(ExecutionRecord, _unstructure)
+_write_log = _checked_write(JobLogLine, _unstructure)
