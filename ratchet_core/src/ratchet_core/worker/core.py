@@ -894,7 +894,9 @@ class Worker:
         if self._workflow is not None and len(stale) < len(batch):
             # before the jobs are disowned, so run_until_idle never sees a gap
             self._workflow.succeeded(
-                i.token.entity for i in batch if i.completion.job_id in applied and i.token
+                (i.token.entity, i.completion.result)
+                for i in batch
+                if i.completion.job_id in applied and i.token
             )
         with self._lock:
             for item in batch:
@@ -940,7 +942,7 @@ class Worker:
             delay = decision.delay
         applied = self._write_failure(job, message, delay, elapsed)
         if self._workflow is not None and applied:
-            self._workflow.failed(entity, exc, dead_lettered=delay is None)
+            self._workflow.failed(entity, exc, message, dead_lettered=delay is None)
         with self._lock:
             self._disown(job)
         self._release_slot(job)
