@@ -16,7 +16,7 @@ from ratchet_core.workflow.settle import WorkflowSettler
 _marker = os.environ.get("RATCHET_TEST_STALL_MARKER")
 
 
-def _stall(self: WorkflowSettler, parent_id: UUID) -> Any:
+def _stall(self: WorkflowSettler, parent_id: UUID, *_: Any) -> Any:
     if _marker:
         Path(_marker).write_text(str(parent_id))
     threading.Event().wait()  # until the process is killed

@@ -56,6 +56,9 @@ class PendingFailure:
     token: Any = None
     cause: BaseException | None = None
     """The attempt's exception (for the workflow driver's ``callback_failed`` metric)."""
+    plain_message: str | None = None
+    """``message`` before sealing (an encrypted job stores it encrypted): what a workflow's
+    failure callback receives."""
 
 
 FailureCallback = Callable[[PendingFailure, "bool | None"], None]

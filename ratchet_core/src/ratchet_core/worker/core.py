@@ -871,7 +871,9 @@ class Worker:
         stale = [i.completion.job_id for i in batch if id(i) not in written]
         if self._workflow is not None and applied:
             # before the jobs are disowned, so run_until_idle never sees a gap
-            self._workflow.succeeded(i.token.entity for i in applied if i.token)
+            self._workflow.succeeded(
+                (i.token.entity, i.completion.result) for i in applied if i.token
+            )
         with self._lock:
             for item in batch:
                 self._disown(item.token)
@@ -977,6 +979,7 @@ class Worker:
                 record=record,
                 token=job,
                 cause=cause,
+                plain_message=message,
             )
         )
 
@@ -989,8 +992,9 @@ class Worker:
         if applied:
             self._counters.add("retried" if item.run_at is not None else "failed")
             if self._workflow is not None:  # settles the steps waiting for a dead letter
-                cause = item.cause if item.cause is not None else RuntimeError(item.message)
-                self._workflow.failed(job.entity, cause, dead_lettered=item.run_at is None)
+                text = item.plain_message if item.plain_message is not None else item.message
+                cause = item.cause if item.cause is not None else RuntimeError(text)
+                self._workflow.failed(job.entity, cause, text, dead_lettered=item.run_at is None)
         elif applied is False:
             self._counters.add("stale")
             _log.warning(

@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
-from ratchet_api.model import JobType
+import attrs
+
+from ratchet_api.model import JobStatus, JobType
 from ratchet_api.spi import MetricsCollector
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore
@@ -28,6 +30,8 @@ from ratchet_core.workflow.signals import SignalService
 _log = logging.getLogger("ratchet.workflow")
 
 ORPHAN_BATCH = 500
+THREADS = 4
+"""Parents settled at once (each settling is a few store round trips; parents are independent)."""
 _STOP = object()
 
 
@@ -48,25 +52,28 @@ class WorkflowDriver:
         self._metrics = metrics
         self._wake = wake
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._busy = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ worker hooks
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="ratchet-workflow", daemon=True)
-            self._thread.start()
+        if not self._threads:
+            self._threads = [
+                threading.Thread(target=self._run, name=f"ratchet-workflow-{i}", daemon=True)
+                for i in range(THREADS)
+            ]
+            for thread in self._threads:
+                thread.start()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Settle what was handed over, then stop the thread."""
-        thread = self._thread
-        if thread is None:
-            return
-        self._queue.put(_STOP)
-        thread.join(timeout)
-        self._thread = None
+        """Settle what was handed over, then stop the threads."""
+        threads, self._threads = self._threads, []
+        for _ in threads:
+            self._queue.put(_STOP)
+        for thread in threads:
+            thread.join(timeout)
 
     @property
     def pending(self) -> int:
@@ -74,45 +81,51 @@ class WorkflowDriver:
         with self._lock:
             return self._busy
 
-    def succeeded(self, jobs: Iterable[JobEntity]) -> None:
-        """Jobs whose success was written; those with dependents are settled."""
-        for job in jobs:
+    def succeeded(self, jobs: Iterable[tuple[JobEntity, str | None]]) -> None:
+        """Jobs whose success was written, each with its stored result; those with dependents
+        are settled."""
+        for job, result in jobs:
             if has_dependents(job.workflow):
-                self._submit(job.id)
+                self._submit(
+                    attrs.evolve(job, status=JobStatus.SUCCEEDED, result=result, owner=None)
+                )
 
-    def failed(self, job: JobEntity, cause: BaseException, *, dead_lettered: bool) -> None:
-        """A failed attempt whose outcome was written (``dead_lettered``: no retry left)."""
+    def failed(
+        self, job: JobEntity, cause: BaseException, message: str, *, dead_lettered: bool
+    ) -> None:
+        """A failed attempt whose outcome was written (``dead_lettered``: no retry left;
+        ``message``: the stored error)."""
         if job.job_type is JobType.CALLBACK:
             self._metrics.callback_failed(job.id, job.job_type, cause, job.attempt)
         if dead_lettered and has_dependents(job.workflow):
-            self._submit(job.id)
+            self._submit(attrs.evolve(job, status=JobStatus.FAILED, last_error=message, owner=None))
 
-    def _submit(self, parent_id: UUID) -> None:
+    def _submit(self, parent: JobEntity) -> None:
         with self._lock:
             self._busy += 1
-        self._queue.put(parent_id)
+        self._queue.put(parent)
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             if item is _STOP:
                 return
-            assert isinstance(item, UUID)
+            assert isinstance(item, JobEntity)
             try:
-                self.settle(item)
+                self.settle(item.id, item)
             except Exception:  # noqa: BLE001 - the sweep settles it later
                 _log.warning(
                     "settling the children of job %s failed; the maintenance sweep retries",
-                    item,
+                    item.id,
                     exc_info=True,
                 )
             finally:
                 with self._lock:
                     self._busy -= 1
 
-    def settle(self, parent_id: UUID) -> int:
+    def settle(self, parent_id: UUID, known: JobEntity | None = None) -> int:
         """Settle the children of one parent now; returns how many moved."""
-        outcome = self._settler.settle(parent_id)
+        outcome = self._settler.settle(parent_id, known)
         if outcome.released:
             self._wake()
         return len(outcome.released) + len(outcome.cancelled)

@@ -72,15 +72,17 @@ class WorkflowSettler:
         self._sanitizer = sanitizer
         self._metrics = metrics
 
-    def settle(self, parent_id: UUID) -> Settled:
+    def settle(self, parent_id: UUID, known: JobEntity | None = None) -> Settled:
         """Settle the WAITING children of ``parent_id`` if it is terminal (or gone), then the
-        children of every child this cancelled. Returns what moved."""
+        children of every child this cancelled. ``known``: the parent as its outcome was just
+        written (saves reading it back). Returns what moved."""
         released: list[UUID] = []
         cancelled: list[UUID] = []
         todo = [parent_id]
         while todo:
             current = todo.pop()
-            outcome = self._settle_one(current)
+            snapshot = known if known is not None and known.id == current else None
+            outcome = self._settle_one(current, snapshot)
             released.extend(outcome.released)
             cancelled.extend(outcome.cancelled)
             todo.extend(outcome.cancelled)
@@ -92,13 +94,13 @@ class WorkflowSettler:
             parent = self._archive.find_archived_job(parent_id)
         return parent
 
-    def _settle_one(self, parent_id: UUID) -> Settled:
+    def _settle_one(self, parent_id: UUID, known: JobEntity | None) -> Settled:
         children = [
             c for c in self._store.find_children(parent_id) if c.status is JobStatus.WAITING
         ]
         if not children:
             return Settled()
-        parent = self._parent(parent_id)
+        parent = known if known is not None else self._parent(parent_id)
         if parent is not None and not parent.status.is_terminal:
             return Settled()
         conditions: dict[UUID, WorkflowConditionEntity] = {}
