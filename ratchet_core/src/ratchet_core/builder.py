@@ -30,6 +30,7 @@ import attrs
 from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
+from ratchet_core.flow_control import FlowSpec, check_flow_key, check_permits, check_rate
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
@@ -50,6 +51,8 @@ class JobOptions:
     run_at: datetime | None = None
     delay: timedelta | None = None
     transaction: object | None = None
+    resource_key: str | None = None
+    flow: FlowSpec = attrs.field(factory=FlowSpec)
 
 
 def _bad(option: str, message: str) -> InvalidJobError:
@@ -210,6 +213,25 @@ class DefaultJobBuilder:
         """Run no earlier than ``when`` (timezone-aware)."""
         self._options.run_at = check_at(when)
         self._options.delay = None
+        return self
+
+    def resource(self, key: str, *, permits: int) -> DefaultJobBuilder:
+        """At most ``permits`` jobs holding resource ``key`` run at once across every worker
+        (see :mod:`ratchet_core.flow_control`)."""
+        self._options.resource_key = check_flow_key("resource", key)
+        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
+        return self
+
+    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> DefaultJobBuilder:
+        """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` (a timedelta or
+        seconds) across every worker."""
+        count, seconds = check_rate(limit, per)
+        self._options.flow = attrs.evolve(
+            self._options.flow,
+            rate_key=check_flow_key("rate_limit", key),
+            rate_limit=count,
+            rate_per=seconds,
+        )
         return self
 
     def transaction(self, transaction: object | None) -> DefaultJobBuilder:

@@ -41,6 +41,7 @@ from ratchet_api.spi.runtime import (
 )
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
+from ratchet_core.batches import BatchBuilder, BatchTracker
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
@@ -94,6 +95,11 @@ class SchedulerService:
     def job(self, fn: Callable[..., Any], /) -> DefaultJobBuilder:
         """A fluent builder for a job running ``fn`` (see :mod:`ratchet_core.builder`)."""
         return DefaultJobBuilder(self, target=fn)
+
+    def batch(self, name: str, /) -> BatchBuilder:
+        """A builder for a batch of child jobs with completion callbacks (see
+        :mod:`ratchet_core.batches`)."""
+        return BatchBuilder(self, name)
 
     def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
@@ -213,6 +219,8 @@ class SchedulerService:
             idempotency_key=options.idempotency_key,
             execution_target=options.execution_target,
             tags=options.tags,
+            resource_key=options.resource_key,
+            flow_control=options.flow.encode(),
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
@@ -323,7 +331,10 @@ class SchedulerService:
     def cancel(self, job_id: UUID) -> bool:
         """Cancel a job that has not finished (a running attempt's result is then discarded).
         False if it already finished; ``JobNotFoundError`` for an unknown id."""
-        return self._transitioned(job_id, self._store.cancel_job(job_id))
+        cancelled = self._transitioned(job_id, self._store.cancel_job(job_id))
+        if cancelled and (job := self._store.find_by_id(job_id)) and job.batch_id is not None:
+            BatchTracker(self._store).try_complete(job.batch_id)  # it may have been the last
+        return cancelled
 
     def retry(self, job_id: UUID) -> bool:
         """Send a dead-lettered (FAILED) job back to PENDING with its attempts reset. False for

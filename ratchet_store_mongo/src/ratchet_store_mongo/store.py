@@ -20,6 +20,7 @@ from ratchet_store_mongo._admin import AdminMixin
 from ratchet_store_mongo._base import Doc
 from ratchet_store_mongo._cluster import ClusterMixin
 from ratchet_store_mongo._features import FeaturesMixin
+from ratchet_store_mongo._flow import MongoFlowControlMixin
 from ratchet_store_mongo._maintenance import JobMaintenanceMixin
 from ratchet_store_mongo.errors import translate, translated
 from ratchet_store_mongo.schema import MongoSchema
@@ -38,7 +39,9 @@ CODEC_OPTIONS: CodecOptions[Doc] = CodecOptions(
 """How the store reads and writes BSON, whatever the options of an application's client."""
 
 
-class MongoJobStore(JobMaintenanceMixin, ClusterMixin, FeaturesMixin, AdminMixin):
+class MongoJobStore(
+    JobMaintenanceMixin, ClusterMixin, FeaturesMixin, MongoFlowControlMixin, AdminMixin
+):
     """The Ratchet store on MongoDB 6+ (a replica set: transactions are used for the few
     operations that span collections).
 

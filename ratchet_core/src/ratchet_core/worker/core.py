@@ -88,7 +88,9 @@ from ratchet_api.store.protocols import (
     JobQueryStore,
     JobStore,
 )
+from ratchet_core.batches import BatchTracker
 from ratchet_core.context import RunningJobContext
+from ratchet_core.flow_control import FlowControl
 from ratchet_core.payload import decode_backoff, decode_invocation
 from ratchet_core.retry import decide_retry
 from ratchet_core.stores import require_schema
@@ -282,6 +284,8 @@ class Worker:
         self._batcher: CompletionBatcher | None = None
         self._maintenance: Maintenance | None = None
         self._listeners_registered = False
+        self._batches = BatchTracker(store, on_released=self._request_poll)
+        self._flow = FlowControl(store, settings, self._metrics)
 
     # ================================================================ lifecycle
 
@@ -375,6 +379,7 @@ class Worker:
             self._state = "stopping"
             self._stopping = True
         self._run_hooks("before_stop")
+        self._flow.close()
         limit = self.settings.shutdown_timeout.total_seconds() if timeout is None else timeout
         self._wake.set()
         if self._poller is not None and self._poller is not threading.current_thread():
@@ -599,6 +604,7 @@ class Worker:
             else:
                 with self._lock:
                     self._empty_polls += 1
+            self._batches.sweep_every(self.settings.recovery_interval.total_seconds())
             delay = strategy.next_delay(len(claimed), free).total_seconds()
             if self._woken():
                 strategy.reset()
@@ -748,12 +754,31 @@ class Worker:
             if job.state != QUEUED:
                 return False
             job.state = RUNNING
+        delay = self._flow.admit(job.entity)  # resource permit, rate limit
+        if delay is not None:
+            self._gate_rejected(job, delay)
+            return False
         job.started_at = datetime.now(UTC)
         job.started_mono = time.perf_counter()
         self._counters.add("running")
         entity = job.entity
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
+
+    def _gate_rejected(self, job: ClaimedJob, delay: timedelta) -> None:
+        """Not admitted by flow control: give the claim back, due after ``delay``, without
+        counting the attempt."""
+        entity = job.entity
+        job.state = FINISHED
+        applied = self._write(
+            "defer_claim", lambda: self._flow.defer(entity, self._now() + delay), entity.id
+        )
+        if applied:
+            self._counters.add("released")
+        with self._lock:
+            self._disown(job)
+        self._counters.add("running")  # _release_slot counts it down again
+        self._release_slot(job)
 
     def _context(self, job: ClaimedJob) -> tuple[JobContext | None, _LazyLogger | None]:
         if not job.loaded.context_parameters:
@@ -851,6 +876,7 @@ class Worker:
 
     def _finish_success(self, job: ClaimedJob, result: Any, lazy: _LazyLogger | None) -> None:
         entity = job.entity
+        self._flow.release(entity)
         try:
             serialized = self._results.serialize(entity.id, result)
         except Exception as exc:  # noqa: BLE001 - an unstorable result fails the attempt
@@ -889,6 +915,9 @@ class Worker:
                 self._disown(item.token)
             self._idle_cond.notify_all()
         self._counters.add("succeeded", len(batch) - len(stale))
+        self._batches.children_finished(
+            i.token.entity for i in batch if i.token and i.completion.job_id in applied
+        )
         if stale:
             self._counters.add("stale", len(stale))
             _log.warning(
@@ -902,6 +931,7 @@ class Worker:
         self, job: ClaimedJob, exc: BaseException, lazy: _LazyLogger | None
     ) -> None:
         entity = job.entity
+        self._flow.release(entity)
         message = self._sanitizer.sanitize(exc)
         if lazy is not None:
             lazy.get().error(f"attempt {entity.attempt} failed: {message}")
@@ -954,6 +984,8 @@ class Worker:
         if applied:
             self._counters.add(outcome)
             self._save_failure_record(job, message, elapsed)
+            if delay is None:
+                self._batches.children_finished([entity])
         elif applied is False:
             self._counters.add("stale")
             _log.warning(
@@ -1057,6 +1089,8 @@ class Worker:
             entity.id,
         )
         self._counters.add("failed" if applied else "stale")
+        if applied:
+            self._batches.children_finished([entity])
         with self._lock:
             self._disown(job)
             self._active -= 1
