@@ -60,7 +60,10 @@ ON_COMPLETE = "on_complete"
 _KINDS = (ON_SUCCESS, ON_FAILURE, ON_COMPLETE)
 
 RECOUNT_BELOW = 10
-"""The sweep recounts a SEALED batch from its children when at most this many are pending."""
+"""The sweep recounts a SEALED batch from its children when at most this many are pending..."""
+RECOUNT_QUIET = 30.0
+"""...and its counts have not moved for this many seconds (a recount racing a count still in
+flight would count that child twice on a store that counts outside the child's write)."""
 
 
 def require_batch_store(store: JobStore, feature: str) -> BatchStore:
@@ -98,6 +101,35 @@ def parent_job(batch_id: UUID, callbacks: dict[str, list[UUID]], now: datetime) 
     )
 
 
+Callback = tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def callback_jobs(
+    scheduler: SchedulerService,
+    callbacks: Sequence[Callback],
+    options: JobOptions,
+    now: datetime,
+    name: str = "",
+) -> tuple[dict[str, list[UUID]], list[JobEntity]]:
+    """The WAITING callback jobs of a batch (without their parent yet) and their ids by
+    kind. ``InvalidJobError`` names the batch and the callback."""
+    by_kind: dict[str, list[UUID]] = {kind: [] for kind in _KINDS}
+    jobs: list[JobEntity] = []
+    for kind, fn, args, kwargs in callbacks:
+        try:
+            invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
+        except InvalidJobError as exc:
+            raise type(exc)(f"batch {name!r} {kind} callback: {exc}") from exc
+        job = attrs.evolve(
+            scheduler._entity(invocation, JobOptions(priority=options.priority), now),
+            status=JobStatus.WAITING,
+            job_type=JobType.CALLBACK,
+        )
+        by_kind[kind].append(job.id)
+        jobs.append(job)
+    return by_kind, jobs
+
+
 @attrs.define
 class _Children:
     target: Callable[..., Any]
@@ -119,7 +151,7 @@ class BatchBuilder:
         self.name = check_batch_name(name)
         self.id: UUID = uuid7()
         self._children: list[_Children] = []
-        self._callbacks: list[tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self._callbacks: list[Callback] = []
         self._options = JobOptions()
         self._used = False
 
@@ -217,22 +249,9 @@ class BatchBuilder:
                 )
                 for invocation in invocations
             )
-        callbacks: dict[str, list[UUID]] = {kind: [] for kind in _KINDS}
-        callback_jobs: list[JobEntity] = []
-        for kind, fn, args, kwargs in self._callbacks:
-            try:
-                invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
-            except InvalidJobError as exc:
-                raise type(exc)(f"batch {self.name!r} {kind} callback: {exc}") from exc
-            job = attrs.evolve(
-                scheduler._entity(invocation, JobOptions(priority=options.priority), now),
-                status=JobStatus.WAITING,
-                job_type=JobType.CALLBACK,
-            )
-            callbacks[kind].append(job.id)
-            callback_jobs.append(job)
+        callbacks, waiting = callback_jobs(scheduler, self._callbacks, options, now, self.name)
         parent = parent_job(self.id, callbacks, now)
-        callback_jobs = [attrs.evolve(j, parent_id=parent.id) for j in callback_jobs]
+        waiting = [attrs.evolve(j, parent_id=parent.id) for j in waiting]
         batch = BatchEntity(
             id=self.id,
             name=self.name,
@@ -243,7 +262,7 @@ class BatchBuilder:
         )
         store = scheduler._store_for(options.transaction)
         batches = require_batch_store(store, "scheduler.batch")
-        batches.insert_batch(batch, [parent, *callback_jobs, *children])
+        batches.insert_batch(batch, [parent, *waiting, *children])
         _log.info("batch %s (%s) enqueued with %d children", self.id, self.name, len(children))
         if children:
             scheduler._after_write(options, children[0])
@@ -292,6 +311,7 @@ class BatchTracker:
         self._on_released = on_released
         self._lock = threading.Lock()
         self._last_sweep = 0.0
+        self._seen: dict[UUID, tuple[int, int, float]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -374,13 +394,26 @@ class BatchTracker:
             sealed = batches.find_batches(statuses=frozenset({BatchStatus.SEALED}), limit=limit)
             for found in sealed:
                 batch = found
-                if 0 < batch.pending <= RECOUNT_BELOW:
+                if 0 < batch.pending <= RECOUNT_BELOW and self._quiet(batch):
                     batch = batches.recount_batch(batch.id) or batch
                 if batch.pending == 0 and self.try_complete(batch.id):
                     completed += 1
         except Exception:  # noqa: BLE001 - retried next sweep
             _log.warning("the batch sweep failed; retried next time", exc_info=True)
         return completed
+
+    def _quiet(self, batch: BatchEntity) -> bool:
+        """True once the batch's counts have not moved for ``RECOUNT_QUIET`` seconds."""
+        now = time.monotonic()
+        counts = (batch.succeeded, batch.failed)
+        with self._lock:
+            seen = self._seen.get(batch.id)
+            if seen is None or seen[:2] != counts:
+                if len(self._seen) > 10_000:
+                    self._seen.clear()
+                self._seen[batch.id] = (*counts, now)
+                return False
+            return now - seen[2] >= RECOUNT_QUIET
 
     def sweep_every(self, interval: float) -> int:
         """``sweep`` at most once per ``interval`` seconds across threads; 0 when skipped."""
@@ -394,6 +427,8 @@ class BatchTracker:
 
 __all__ = [
     "BATCH_TARGET",
+    "Callback",
+    "callback_jobs",
     "BatchBuilder",
     "BatchTracker",
     "check_batch_name",

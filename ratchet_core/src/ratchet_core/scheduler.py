@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -46,6 +46,7 @@ from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.invocation import DefaultJobInvocationResolver
 from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.streaming import StreamingBatchBuilder
 
 DEFAULT_MAX_RETRIES = register_key(
     RatchetConfigKey(
@@ -100,6 +101,13 @@ class SchedulerService:
         """A builder for a batch of child jobs with completion callbacks (see
         :mod:`ratchet_core.batches`)."""
         return BatchBuilder(self, name)
+
+    def streaming_batch(
+        self, name: str, items: Iterable[Any], factory: Callable[[Any], Any], /
+    ) -> StreamingBatchBuilder:
+        """A builder for a batch whose children come from ``items`` through ``factory``,
+        written chunk by chunk and resumable by name (see :mod:`ratchet_core.streaming`)."""
+        return StreamingBatchBuilder(self, name, items, factory)
 
     def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
