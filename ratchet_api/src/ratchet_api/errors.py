@@ -207,8 +207,26 @@ class SchedulerStoppedError(RatchetError, RuntimeError):
     """The scheduler or worker is not running."""
 
 
+class BatchChunkError(RatchetError):
+    """A chunk of a streaming batch could not be written (its factory raised for an item, or
+    the store refused the chunk). The chunks before it are committed; calling
+    ``streaming_batch`` again with the same name resumes after them. ``batch_id``,
+    ``chunk`` (0-based) and ``first_item`` say where; the cause is chained."""
+
+    def __init__(self, batch_id: object, chunk: int, first_item: int, message: str) -> None:
+        super().__init__(
+            f"streaming batch {batch_id}: chunk {chunk} (items from {first_item}) failed: "
+            f"{message}; run it again with the same name to resume after the last committed "
+            "chunk"
+        )
+        self.batch_id = batch_id
+        self.chunk = chunk
+        self.first_item = first_item
+
+
 __all__ = [
     "AmbiguousAlternativeError",
+    "BatchChunkError",
     "CircuitBreakerOpenError",
     "ClassNotAllowedError",
     "ConfigurationError",

@@ -91,6 +91,15 @@ class JobBuilder(Protocol):
         """Run no earlier than ``when`` (timezone-aware; replaces ``delay``)."""
         ...
 
+    def resource(self, key: str, *, permits: int) -> JobBuilder:
+        """At most ``permits`` jobs holding resource ``key`` run at once across the cluster."""
+        ...
+
+    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> JobBuilder:
+        """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` across the
+        cluster."""
+        ...
+
     def transaction(self, transaction: object | None) -> JobBuilder:
         """Write the job inside the caller's open transaction (see ``JobScheduler``)."""
         ...

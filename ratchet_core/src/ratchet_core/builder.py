@@ -38,6 +38,7 @@ from ratchet_api.model import (
 )
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH, ConditionKind
 from ratchet_api.workflow import Condition, SignalTimeout
+from ratchet_core.flow_control import FlowSpec, check_flow_key, check_permits, check_rate
 from ratchet_core.properties import check_property
 
 if TYPE_CHECKING:
@@ -106,6 +107,8 @@ class JobOptions:
     transaction: object | None = None
     encrypted: bool = False
     properties: tuple[tuple[str, str], ...] = ()
+    resource_key: str | None = None
+    flow: FlowSpec = attrs.field(factory=FlowSpec)
 
 
 def _bad(option: str, message: str) -> InvalidJobError:
@@ -272,6 +275,25 @@ class DefaultJobBuilder:
         """Run no earlier than ``when`` (timezone-aware)."""
         self._options.run_at = check_at(when)
         self._options.delay = None
+        return self
+
+    def resource(self, key: str, *, permits: int) -> DefaultJobBuilder:
+        """At most ``permits`` jobs holding resource ``key`` run at once across every worker
+        (see :mod:`ratchet_core.flow_control`)."""
+        self._options.resource_key = check_flow_key("resource", key)
+        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
+        return self
+
+    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> DefaultJobBuilder:
+        """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` (a timedelta or
+        seconds) across every worker."""
+        count, seconds = check_rate(limit, per)
+        self._options.flow = attrs.evolve(
+            self._options.flow,
+            rate_key=check_flow_key("rate_limit", key),
+            rate_limit=count,
+            rate_per=seconds,
+        )
         return self
 
     def transaction(self, transaction: object | None) -> DefaultJobBuilder:

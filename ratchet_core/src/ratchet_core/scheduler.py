@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -55,6 +55,7 @@ from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
 from ratchet_core.authorization import effective_policy
+from ratchet_core.batches import BatchBuilder, BatchTracker
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
 from ratchet_core.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.codec import PayloadCodec
@@ -65,6 +66,7 @@ from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
+from ratchet_core.streaming import StreamingBatchBuilder
 from ratchet_core.tracing import tracing_from_config
 from ratchet_core.workflow.plan import (
     WorkflowPlan,
@@ -176,6 +178,18 @@ class SchedulerService:
     def job(self, fn: Callable[..., Any], /) -> DefaultJobBuilder:
         """A fluent builder for a job running ``fn`` (see :mod:`ratchet_core.builder`)."""
         return DefaultJobBuilder(self, target=fn)
+
+    def batch(self, name: str, /) -> BatchBuilder:
+        """A builder for a batch of child jobs with completion callbacks (see
+        :mod:`ratchet_core.batches`)."""
+        return BatchBuilder(self, name)
+
+    def streaming_batch(
+        self, name: str, items: Iterable[Any], factory: Callable[[Any], Any], /
+    ) -> StreamingBatchBuilder:
+        """A builder for a batch whose children come from ``items`` through ``factory``,
+        written chunk by chunk and resumable by name (see :mod:`ratchet_core.streaming`)."""
+        return StreamingBatchBuilder(self, name, items, factory)
 
     def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
@@ -343,6 +357,8 @@ class SchedulerService:
             idempotency_key=options.idempotency_key,
             execution_target=options.execution_target,
             tags=options.tags,
+            resource_key=options.resource_key,
+            flow_control=options.flow.encode(),
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
@@ -476,6 +492,8 @@ class SchedulerService:
         changed = self._transitioned(job_id, self._store.cancel_job(job_id))
         if changed and before is not None:
             self._workflow.cancelled(before)
+            if before.batch_id is not None:  # it may have been the batch's last open child
+                BatchTracker(self._store).try_complete(before.batch_id)
         return changed
 
     # ------------------------------------------------------------ workflows and signals

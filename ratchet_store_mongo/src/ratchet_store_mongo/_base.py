@@ -109,25 +109,25 @@ class MongoBase:
         return self._col("jobs")
 
     def _finish_one(self, query: Doc, update: list[Doc], succeeded: bool) -> bool:
-        """A terminal update of one job that also counts it in its batch (if it has one) in the
-        same transaction: the BatchStore progress contract."""
+        """A terminal update of one job, then the count of its batch (if it has one).
 
-        def run(session: ClientSession) -> bool:
-            doc = self._jobs.find_one_and_update(
-                query, update, projection={"batch_id": 1}, session=session
+        Two single-document writes, not a transaction: the jobs collection is written by
+        multi-document updates at the same time (heartbeats, recovery), and transactions on
+        the hot path would conflict with them. A crash between the two writes loses that
+        count; the workers' batch sweep repairs it with ``recount_batch``."""
+        doc = self._jobs.find_one_and_update(
+            query, update, projection={"batch_id": 1}, session=self._session
+        )
+        if doc is None:
+            return False
+        batch_id = doc.get("batch_id")
+        if batch_id is not None:
+            self._col("batches").update_one(
+                {"_id": batch_id},
+                {"$inc": {"succeeded" if succeeded else "failed": 1}},
+                session=self._session,
             )
-            if doc is None:
-                return False
-            batch_id = doc.get("batch_id")
-            if batch_id is not None:
-                self._col("batches").update_one(
-                    {"_id": batch_id},
-                    {"$inc": {"succeeded" if succeeded else "failed": 1}},
-                    session=session,
-                )
-            return True
-
-        return self._atomic(run)
+        return True
 
     def _atomic(self, fn: Callable[[ClientSession], T]) -> T:
         """Run ``fn`` in a multi-document transaction: the caller's, when this view is joined

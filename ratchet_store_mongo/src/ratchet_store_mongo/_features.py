@@ -184,6 +184,38 @@ class FeaturesMixin(MongoBase):
         )
         return [from_document(BatchEntity, d) for d in cursor]
 
+    @translated("recount_batch")
+    def recount_batch(self, batch_id: UUID) -> BatchEntity | None:
+        batches = self._col("batches")
+        for _ in range(20):
+            doc = batches.find_one({"_id": batch_id}, session=self._session)
+            if doc is None:
+                return None
+            counts = {
+                row["_id"]: row["n"]
+                for row in self._jobs.aggregate(
+                    [
+                        {"$match": {"batch_id": batch_id}},
+                        {"$group": {"_id": "$status", "n": {"$sum": 1}}},
+                    ],
+                    session=self._session,
+                )
+            }
+            succeeded = max(doc["succeeded"], counts.get(JobStatus.SUCCEEDED.value, 0))
+            failed = max(
+                doc["failed"],
+                counts.get(JobStatus.FAILED.value, 0) + counts.get(JobStatus.CANCELLED.value, 0),
+            )
+            # written only if no count moved meanwhile (a concurrent increment retries this)
+            written = batches.update_one(
+                {"_id": batch_id, "succeeded": doc["succeeded"], "failed": doc["failed"]},
+                {"$set": {"succeeded": succeeded, "failed": failed}},
+                session=self._session,
+            )
+            if written.matched_count == 1:
+                return self.find_batch(batch_id)
+        return self.find_batch(batch_id)
+
     @translated("record_batch_error")
     def record_batch_error(self, batch_id: UUID, error: str) -> bool:
         result = self._col("batches").update_one(

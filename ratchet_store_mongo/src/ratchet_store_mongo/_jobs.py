@@ -275,36 +275,24 @@ class JobsMixin(MongoBase):
             for c in completions
         ]
         ids = list({c.job_id for c in completions})
-
-        def run(session: ClientSession | None) -> set[UUID]:
-            self._jobs.bulk_write(ops, ordered=False, session=session)
-            applied = list(
-                self._jobs.find(
-                    {"_id": {"$in": ids}, "completion_token": token},
-                    {"_id": 1, "batch_id": 1},
-                    session=session,
-                )
+        self._jobs.bulk_write(ops, ordered=False, session=self._session)
+        applied = list(
+            self._jobs.find(
+                {"_id": {"$in": ids}, "completion_token": token},
+                {"_id": 1, "batch_id": 1},
+                session=self._session,
             )
-            per_batch: dict[UUID, int] = {}
-            for doc in applied:
-                if doc.get("batch_id") is not None:
-                    per_batch[doc["batch_id"]] = per_batch.get(doc["batch_id"], 0) + 1
-            for batch_id, count in sorted(per_batch.items()):
-                self._col("batches").update_one(
-                    {"_id": batch_id}, {"$inc": {"succeeded": count}}, session=session
-                )
-            return {doc["_id"] for doc in applied}
-
-        # Batch children are counted in the same transaction; a flush without any (a
-        # job's batch_id never changes) keeps the cheaper transaction-free path.
-        children = self._jobs.find_one(
-            {"_id": {"$in": ids}, "batch_id": {"$ne": None}},
-            {"_id": 1},
-            session=self._session,
         )
-        if children is None:
-            return run(self._session)
-        return self._atomic(run)
+        # batch children are counted right after (see MongoBase._finish_one)
+        per_batch: dict[UUID, int] = {}
+        for doc in applied:
+            if doc.get("batch_id") is not None:
+                per_batch[doc["batch_id"]] = per_batch.get(doc["batch_id"], 0) + 1
+        for batch_id, count in sorted(per_batch.items()):
+            self._col("batches").update_one(
+                {"_id": batch_id}, {"$inc": {"succeeded": count}}, session=self._session
+            )
+        return {doc["_id"] for doc in applied}
 
     @translated("mark_failed_terminal")
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:

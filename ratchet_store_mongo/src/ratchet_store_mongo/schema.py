@@ -91,6 +91,7 @@ COLLECTIONS: tuple[CollectionSpec, ...] = (
         "conditions", (_ix("parent", ("parent_job_id", ASCENDING), ("position", ASCENDING)),)
     ),
     CollectionSpec("permits"),
+    CollectionSpec("rate_limits"),
     CollectionSpec("locks"),
     CollectionSpec("executions", (_ix("job", ("job_id", ASCENDING), ("attempt", ASCENDING)),)),
     CollectionSpec("logs", (_ix("job", ("job_id", ASCENDING), ("_id", ASCENDING)),)),

@@ -20,6 +20,7 @@ from ratchet_store_mongo._admin import AdminMixin
 from ratchet_store_mongo._base import Doc
 from ratchet_store_mongo._cluster import ClusterMixin
 from ratchet_store_mongo._features import FeaturesMixin
+from ratchet_store_mongo._flow import MongoFlowControlMixin
 from ratchet_store_mongo._maintenance import JobMaintenanceMixin
 from ratchet_store_mongo._sealed import MongoSealedValueMixin
 from ratchet_store_mongo.errors import translate, translated
@@ -40,7 +41,12 @@ CODEC_OPTIONS: CodecOptions[Doc] = CodecOptions(
 
 
 class MongoJobStore(
-    JobMaintenanceMixin, ClusterMixin, FeaturesMixin, AdminMixin, MongoSealedValueMixin
+    JobMaintenanceMixin,
+    ClusterMixin,
+    FeaturesMixin,
+    MongoFlowControlMixin,
+    AdminMixin,
+    MongoSealedValueMixin,
 ):
     """The Ratchet store on MongoDB 6+ (a replica set: transactions are used for the few
     operations that span collections).

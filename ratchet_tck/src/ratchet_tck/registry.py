@@ -22,6 +22,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.WorkflowConditionStoreContract,
     _c.SignalStoreContract,
     _c.ResourcePermitStoreContract,
+    _c.FlowControlStoreContract,
     _c.LockStoreContract,
     _c.ArchiveStoreContract,
     _c.JobQueryStoreContract,

@@ -410,7 +410,9 @@ class BatchStore(Protocol):
     as succeeded; ``mark_failed_terminal``, ``cancel_job``, ``expire_signal`` as failed) adds one
     to its batch's ``succeeded`` or ``failed`` in the same unit of work as the job's own write,
     so a crash can never leave a finished child uncounted or count it twice. A transition that
-    does not apply (stale claim, already terminal) counts nothing.
+    does not apply (stale claim, already terminal) counts nothing. A store whose backend cannot
+    afford that unit of work on its hot path (the Mongo store) writes the count right after the
+    job's write and relies on ``recount_batch`` to repair a count lost to a crash in between.
     """
 
     def save_batch(self, batch: BatchEntity) -> BatchEntity:
@@ -435,6 +437,13 @@ class BatchStore(Protocol):
         self, *, statuses: frozenset[BatchStatus] | None = None, limit: int = 100, offset: int = 0
     ) -> list[BatchEntity]:
         """Batches (of any status when ``statuses`` is None), newest first. SUPPORTS."""
+        ...
+
+    def recount_batch(self, batch_id: UUID) -> BatchEntity | None:
+        """Count the batch's children in terminal statuses (SUCCEEDED as succeeded, FAILED and
+        CANCELLED as failed) and raise the stored counts to them where they are lower (never
+        lowers a count: archived children are no longer seen). Returns the batch, or None if
+        it does not exist. REQUIRED."""
         ...
 
     def record_batch_error(self, batch_id: UUID, error: str) -> bool:
@@ -530,6 +539,26 @@ class ResourcePermitStore(Protocol):
 
     def count_permits(self, resource_key: str) -> int:
         """Live (unexpired) permits. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class FlowControlStore(Protocol):
+    """What the worker's flow control needs besides permits: giving back a claim without
+    counting the attempt, due later, and cluster-wide rate limits (token buckets on the store's
+    clock)."""
+
+    def defer_claim(self, job_id: UUID, claim_seq: int, run_at: datetime) -> bool:
+        """Fenced RUNNING -> PENDING due at ``run_at`` without counting the attempt
+        (``attempt - 1``), owner cleared: a claimed job that was not admitted (permit or rate
+        limit) and must not run now. REQUIRED."""
+        ...
+
+    def acquire_rate(self, key: str, limit: int, per: timedelta) -> timedelta:
+        """Take one token of the bucket ``key`` holding at most ``limit`` tokens and refilled
+        at ``limit`` per ``per`` on the store's clock (a new bucket starts full). Returns
+        ``timedelta(0)`` when a token was taken, else how long until one is available (nothing
+        taken). Atomic against concurrent callers in any process. REQUIRED."""
         ...
 
 
@@ -740,6 +769,7 @@ CAPABILITIES: tuple[type, ...] = (
     WorkflowConditionStore,
     SignalStore,
     ResourcePermitStore,
+    FlowControlStore,
     LockStore,
     ArchiveStore,
     JobQueryStore,
@@ -787,6 +817,7 @@ __all__ = [
     "MANDATORY",
     "ArchiveStore",
     "BatchStore",
+    "FlowControlStore",
     "JobAnalyticsStore",
     "JobAuditStore",
     "JobBatchStatusStore",

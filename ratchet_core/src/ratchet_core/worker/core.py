@@ -87,8 +87,10 @@ from ratchet_api.store.protocols import (
     JobStore,
 )
 from ratchet_core.authorization import effective_policy
+from ratchet_core.batches import BatchTracker
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.defaults.execution import concurrency_key
+from ratchet_core.flow_control import FlowControl
 from ratchet_core.logs import flush_queued_logging, one_line
 from ratchet_core.payload import decode_backoff
 from ratchet_core.recurring.runner import start_recurring
@@ -274,6 +276,8 @@ class Worker:
         self._maintenance: Maintenance | None = None
         self._workflow: WorkflowDriver | None = None
         self._listeners_registered = False
+        self._batches = BatchTracker(store, on_released=self._request_poll)
+        self._flow = FlowControl(store, settings, self._metrics)
 
     # ================================================================ lifecycle
 
@@ -381,6 +385,7 @@ class Worker:
             self._state = "stopping"
             self._stopping = True
         self._run_hooks("before_stop")
+        self._flow.close()
         limit = self.settings.shutdown_timeout.total_seconds() if timeout is None else timeout
         self._wake.set()
         if self._poller is not None and self._poller is not threading.current_thread():
@@ -619,6 +624,7 @@ class Worker:
             else:
                 with self._lock:
                     self._empty_polls += 1
+            self._batches.sweep_every(self.settings.recovery_interval.total_seconds())
             delay = strategy.next_delay(len(claimed), want).total_seconds()
             if self._woken():
                 strategy.reset()
@@ -759,17 +765,36 @@ class Worker:
         self._counters.add("running")
         if self._circuit_open(job):
             return False
+        delay = self._flow.admit(job.entity)  # resource permit, rate limit
+        if delay is not None:
+            self._gate_rejected(job, delay)
+            return False
         entity = job.entity
         # Started mark (issue 17, store side): recovery charges no attempt to a claim never
         # marked; a claim the store reports superseded is not run (it would run twice).
         if self._dispatch.mark(entity.id, entity.claim_seq) is False:
             _log.warning("job %s was recovered or cancelled before it started; not run", entity.id)
+            self._flow.release(entity)  # the permit taken just above
             with self._lock:
                 self._disown(job)
             self._release_slot(job)
             return False
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
+
+    def _gate_rejected(self, job: ClaimedJob, delay: timedelta) -> None:
+        """Not admitted by flow control: give the claim back, due after ``delay``, without
+        counting the attempt."""
+        entity = job.entity
+        job.state = FINISHED
+        applied = self._write(
+            "defer_claim", lambda: self._flow.defer(entity, self._now() + delay), entity.id
+        )
+        if applied:
+            self._counters.add("released")
+        with self._lock:
+            self._disown(job)
+        self._release_slot(job)
 
     def _circuit_open(self, job: ClaimedJob) -> bool:
         """Advisory pre-check of the target's circuit breaker: when the circuit rejects calls
@@ -831,6 +856,7 @@ class Worker:
 
     def _finish_success(self, job: ClaimedJob, result: Any, lazy: LazyJobLogger | None) -> None:
         entity = job.entity
+        self._flow.release(entity)
         try:
             serialized = self._results.serialize(entity.id, result)
             stored_result = self._codec.seal_result(entity, serialized.json)
@@ -878,6 +904,7 @@ class Worker:
             for item in batch:
                 self._disown(item.token)
         self._counters.add("succeeded", len(applied))
+        self._batches.children_finished(i.token.entity for i in applied if i.token)
         if stale:
             self._counters.add("stale", len(stale))
             _log.warning(
@@ -891,6 +918,7 @@ class Worker:
         self, job: ClaimedJob, exc: BaseException, lazy: LazyJobLogger | None
     ) -> None:
         entity = job.entity
+        self._flow.release(entity)  # resource permit (flow control)
         breaker = job.loaded.circuit_breaker if job.loaded is not None else None
         if isinstance(exc, CircuitBreakerOpenError) and breaker is not None:
             # Rejected by the breaker without running (it opened after the pre-check): not
@@ -995,6 +1023,8 @@ class Worker:
                 text = item.plain_message if item.plain_message is not None else item.message
                 cause = item.cause if item.cause is not None else RuntimeError(text)
                 self._workflow.failed(job.entity, cause, text, dead_lettered=item.run_at is None)
+            if item.run_at is None:  # dead letter: its batch may be complete now
+                self._batches.children_finished([job.entity])
         elif applied is False:
             self._counters.add("stale")
             _log.warning(
@@ -1071,6 +1101,8 @@ class Worker:
             entity.id,
         )
         self._counters.add("failed" if applied else "stale")
+        if applied:
+            self._batches.children_finished([entity])
         with self._lock:
             self._disown(job)
         self._give_back(job)

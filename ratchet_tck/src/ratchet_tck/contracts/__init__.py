@@ -3,7 +3,11 @@
 from ratchet_tck.contracts.base import StoreContract
 from ratchet_tck.contracts.bulk import JobBulkStoreContract
 from ratchet_tck.contracts.claim import JobClaimStoreContract
-from ratchet_tck.contracts.coordination import LockStoreContract, ResourcePermitStoreContract
+from ratchet_tck.contracts.coordination import (
+    FlowControlStoreContract,
+    LockStoreContract,
+    ResourcePermitStoreContract,
+)
 from ratchet_tck.contracts.crud import JobCrudStoreContract
 from ratchet_tck.contracts.dual_write import DualWriteInvariantContract
 from ratchet_tck.contracts.extension import JobExtensionStoreContract
@@ -33,6 +37,7 @@ __all__ = [
     "ArchiveStoreContract",
     "BatchStoreContract",
     "DualWriteInvariantContract",
+    "FlowControlStoreContract",
     "JobAnalyticsStoreContract",
     "JobAuditStoreContract",
     "JobBatchStatusStoreContract",

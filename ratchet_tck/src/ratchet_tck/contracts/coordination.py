@@ -1,15 +1,18 @@
 # (capabilities are probed by passing their Protocol class: store.capability(LockStore))
-"""Capability contracts of cluster coordination: resource permits and lock leases."""
+"""Capability contracts of cluster coordination: resource permits, flow control (deferred
+claims, rate limits) and lock leases."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import timedelta
 
-from ratchet_api.store.protocols import LockStore, ResourcePermitStore
-from ratchet_tck.contracts.base import StoreContract, wait_until
+from ratchet_api.model import JobPriority, JobStatus
+from ratchet_api.store.protocols import FlowControlStore, LockStore, ResourcePermitStore
+from ratchet_tck.contracts.base import StoreContract, assert_same_instant, wait_until
 from ratchet_tck.contracts.base_race import race
-from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.fixture import StoreFixture, now_ms
 
 LONG = timedelta(minutes=5)
 SHORT = timedelta(seconds=1)
@@ -163,3 +166,56 @@ class LockStoreContract(StoreContract):
         time.sleep(SHORT.total_seconds() + 0.1)
         wins = race(8, lambda i: locks.try_lock("tck-race", f"node-{i}", LONG))
         assert wins.count(True) == 1
+
+
+class FlowControlStoreContract(StoreContract):
+    """Deferred claims keep the attempt uncounted; rate-limit buckets never over-grant."""
+
+    capability = FlowControlStore
+    summary = (
+        "deferred claim (fenced, attempt not counted, due later), bucket grants, 8-thread race"
+    )
+
+    def test_deferred_claim_is_due_later_and_not_counted(self, tck_fixture: StoreFixture) -> None:
+        store = tck_fixture.store()
+        flow = self.cap(tck_fixture, FlowControlStore)
+        job = self.insert(tck_fixture, priority=JobPriority.CRITICAL)
+        claimed = self.claim_one(store)
+        assert claimed.id == job.id and claimed.attempt == 1
+        later = now_ms() + timedelta(minutes=10)
+        assert flow.defer_claim(job.id, claimed.claim_seq + 1, later) is False, "stale claim"
+        assert flow.defer_claim(job.id, claimed.claim_seq, later) is True
+        back = self.reload(store, job)
+        assert (back.status, back.attempt, back.owner) == (JobStatus.PENDING, 0, None)
+        assert_same_instant(back.scheduled_at, later, "scheduled_at")
+        assert store.claim_next_batch("tck-node", 10) == [], "a deferred job was claimed early"
+        assert flow.defer_claim(job.id, claimed.claim_seq, later) is False, "not RUNNING"
+
+    def test_bucket_grants_up_to_its_size_then_says_how_long_to_wait(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        flow = self.cap(tck_fixture, FlowControlStore)
+        key = f"tck-rate-{uuid.uuid4().hex[:12]}"
+        per = timedelta(minutes=1)  # refills one token every 20 s: none during the test
+        granted = [flow.acquire_rate(key, 3, per) for _ in range(3)]
+        assert granted == [timedelta(0)] * 3
+        wait = flow.acquire_rate(key, 3, per)
+        assert timedelta(seconds=1) < wait <= timedelta(seconds=20), wait
+        other = f"tck-rate-{uuid.uuid4().hex[:12]}"
+        assert flow.acquire_rate(other, 1, per) == timedelta(0), "buckets are independent"
+
+    def test_bucket_refills_on_the_store_clock(self, tck_fixture: StoreFixture) -> None:
+        flow = self.cap(tck_fixture, FlowControlStore)
+        key = f"tck-rate-{uuid.uuid4().hex[:12]}"
+        per = timedelta(milliseconds=500)
+        assert flow.acquire_rate(key, 1, per) == timedelta(0)
+        assert flow.acquire_rate(key, 1, per) > timedelta(0)
+        wait_until(lambda: flow.acquire_rate(key, 1, per) == timedelta(0), 5, "a refill")
+
+    def test_racing_callers_never_get_more_than_the_bucket(self, tck_fixture: StoreFixture) -> None:
+        flow = self.cap(tck_fixture, FlowControlStore)
+        key = f"tck-rate-{uuid.uuid4().hex[:12]}"
+        per = timedelta(hours=1)
+        wins = race(8, lambda _: [flow.acquire_rate(key, 5, per) for _ in range(3)])
+        granted = sum(1 for calls in wins for wait in calls if wait == timedelta(0))
+        assert granted == 5, f"{granted} tokens granted from a bucket of 5"

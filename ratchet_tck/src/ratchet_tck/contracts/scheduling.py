@@ -373,6 +373,27 @@ class BatchStoreContract(StoreContract):
         found = batches.find_batch(batch.id)
         assert found is not None and (found.succeeded, found.failed) == (4, 4)
 
+    def test_recount_repairs_lost_counts_and_never_lowers_them(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        batches = self.cap(tck_fixture, BatchStore)
+        # children written as already finished: no terminal transition counted them, as if
+        # the process died between a child's write and its batch's count
+        lost = BatchEntity(name="tck-recount", status=BatchStatus.SEALED, total=4)
+        statuses = [JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.PENDING]
+        batches.insert_batch(
+            lost,
+            [tck_fixture.new_pending_job(batch_id=lost.id, status=st) for st in statuses],
+        )
+        found = batches.recount_batch(lost.id)
+        assert found is not None and (found.succeeded, found.failed) == (1, 2)
+        assert found.pending == 1
+        counted = batches.save_batch(BatchEntity(name="tck-recount-2", total=3))
+        batches.increment_finished(counted.id, True)
+        kept = batches.recount_batch(counted.id)
+        assert kept is not None and kept.succeeded == 1, "recount lowered a count"
+        assert batches.recount_batch(uuid7()) is None
+
     def test_find_batches_newest_first_by_status_and_record_error(
         self, tck_fixture: StoreFixture
     ) -> None:

@@ -129,6 +129,23 @@ class BatchMixin(CoreMemoryStore):
         found.sort(key=lambda b: (b.created_at, b.id.int), reverse=True)
         return found[offset : offset + limit]
 
+    def recount_batch(self, batch_id: UUID) -> BatchEntity | None:
+        s = self._s
+        with s.lock:
+            batch = s.batches.get(batch_id)
+            if batch is None:
+                return None
+            children = [j.status for j in s.jobs.values() if j.batch_id == batch_id]
+            succeeded = children.count(JobStatus.SUCCEEDED)
+            failed = children.count(JobStatus.FAILED) + children.count(JobStatus.CANCELLED)
+            batch = attrs.evolve(
+                batch,
+                succeeded=max(batch.succeeded, succeeded),
+                failed=max(batch.failed, failed),
+            )
+            s.batches[batch_id] = batch
+            return batch
+
     def record_batch_error(self, batch_id: UUID, error: str) -> bool:
         s = self._s
         with s.lock:
@@ -296,6 +313,43 @@ class ResourcePermitMixin(CoreMemoryStore):
         with s.lock:
             now = s.now()
             return sum(t > now for t in s.permits.get(resource_key, {}).values())
+
+
+class FlowControlMixin(CoreMemoryStore):
+    def defer_claim(self, job_id: UUID, claim_seq: int, run_at: datetime) -> bool:
+        check_utc(run_at, "run_at", job_id)
+        s = self._s
+        with s.lock:
+            job = s.fenced(job_id, claim_seq)
+            if job is None:
+                return False
+            s.put(
+                job,
+                status=JobStatus.PENDING,
+                scheduled_at=run_at,
+                attempt=max(job.attempt - 1, 0),
+                owner=None,
+                started_at=None,
+                heartbeat_at=None,
+            )
+            return True
+
+    def acquire_rate(self, key: str, limit: int, per: timedelta) -> timedelta:
+        check_key(key, "key")
+        check_positive(per, "per")
+        if limit < 1:
+            raise StoreDataError("limit", f"must be at least 1, got {limit}")
+        rate = limit / per.total_seconds()
+        s = self._s
+        with s.lock:
+            now = s.now()
+            tokens, refreshed = s.rate_buckets.get(key, (float(limit), now))
+            tokens = min(float(limit), tokens + (now - refreshed).total_seconds() * rate)
+            if tokens < 1.0:
+                s.rate_buckets[key] = (tokens, now)
+                return timedelta(seconds=(1.0 - tokens) / rate)
+            s.rate_buckets[key] = (tokens - 1.0, now)
+            return timedelta(0)
 
 
 class LockMixin(CoreMemoryStore):

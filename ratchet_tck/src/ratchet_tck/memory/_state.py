@@ -91,6 +91,7 @@ class MemoryState:
         self.batches: dict[UUID, BatchEntity] = {}
         self.conditions: list[WorkflowConditionEntity] = []
         self.permits: dict[str, dict[str, datetime]] = {}
+        self.rate_buckets: dict[str, tuple[float, datetime]] = {}
         self.locks: dict[str, LockEntity] = {}
         self.executions: list[ExecutionRecord] = []
         self.logs: list[JobLogLine] = []

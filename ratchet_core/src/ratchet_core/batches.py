@@ -1,0 +1,437 @@
+"""Batches: many child jobs tracked as one unit, with completion callbacks.
+
+``scheduler.batch(name)`` returns a :class:`BatchBuilder`::
+
+    batch = scheduler.batch("nightly-import")
+    batch.add_many(import_file, [(path,) for path in paths])
+    batch.on_success(send_report, batch.id).on_failure(page_oncall, batch.id)
+    batch_id = batch.enqueue()
+
+What is written, in one unit of work (``BatchStore.insert_batch``; inside the caller's
+transaction when one is given):
+
+* the :class:`~ratchet_api.store.BatchEntity` (SEALED, ``total`` = number of children);
+* a ``BATCH_PARENT`` job, WAITING (never claimed), whose payload lists the callback jobs;
+* the callback jobs (``CALLBACK``), WAITING with the parent job as their parent;
+* the children (``BATCH_CHILD``, ``batch_id`` set), PENDING.
+
+The store counts each child in the batch's progress in the same unit of work as the child's
+terminal write. Whoever writes a child's terminal outcome (the worker after a completion flush or
+a dead letter, ``scheduler.cancel``) then calls :meth:`BatchTracker.try_complete`; a periodic
+sweep (:meth:`BatchTracker.sweep`, run by every worker) completes batches whose last finisher
+crashed in between. Completion is idempotent up to the store's single-winner CAS
+``mark_batch_complete_if_ready``: the matching callbacks are released (WAITING -> PENDING, one
+winner per callback job), the others cancelled, the parent job finished, and then the batch is
+marked COMPLETED by exactly one caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.errors import InvalidJobError, UnsupportedCapabilityError
+from ratchet_api.ids import uuid7
+from ratchet_api.model import JobInvocation, JobPriority, JobStatus, JobType
+from ratchet_api.store.entities import MAX_KEY_LENGTH, BatchEntity, BatchStatus, JobEntity
+from ratchet_api.store.protocols import BatchStore, JobStore
+from ratchet_core.builder import JobOptions, check_max_retries, check_tags, parse_priority
+from ratchet_core.flow_control import check_flow_key, check_permits, check_rate
+
+if TYPE_CHECKING:
+    from ratchet_core.scheduler import SchedulerService
+
+_log = logging.getLogger("ratchet.batches")
+
+BATCH_TARGET = "ratchet:batch"
+"""``target`` of a batch's parent job (it is never run)."""
+
+ON_SUCCESS = "on_success"
+ON_FAILURE = "on_failure"
+ON_COMPLETE = "on_complete"
+_KINDS = (ON_SUCCESS, ON_FAILURE, ON_COMPLETE)
+
+RECOUNT_BELOW = 10
+"""The sweep recounts a SEALED batch from its children when at most this many are pending..."""
+RECOUNT_QUIET = 30.0
+"""...and its counts have not moved for this many seconds (a recount racing a count still in
+flight would count that child twice on a store that counts outside the child's write)."""
+
+
+def require_batch_store(store: JobStore, feature: str) -> BatchStore:
+    """The store as ``BatchStore`` or ``UnsupportedCapabilityError`` naming ``feature``."""
+    batches = store.capability(BatchStore)
+    if batches is None:
+        raise UnsupportedCapabilityError("BatchStore", feature)
+    return batches
+
+
+def check_batch_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidJobError(f"batch name must be a non-empty string, got {name!r}")
+    if len(name) > MAX_KEY_LENGTH:
+        raise InvalidJobError(
+            f"batch name is {len(name)} characters, the limit is {MAX_KEY_LENGTH}"
+        )
+    return name
+
+
+def parent_job(batch_id: UUID, callbacks: dict[str, list[UUID]], now: datetime) -> JobEntity:
+    """The WAITING parent job of a batch; its payload records the callback jobs by kind."""
+    payload: dict[str, Any] = {"batch_id": str(batch_id)}
+    payload.update({kind: [str(i) for i in ids] for kind, ids in callbacks.items()})
+    return JobEntity(
+        id=uuid7(),
+        status=JobStatus.WAITING,
+        job_type=JobType.BATCH_PARENT,
+        target=BATCH_TARGET,
+        payload=json.dumps(payload, sort_keys=True),
+        scheduled_at=now,
+        created_at=now,
+        updated_at=now,
+        max_retries=0,
+    )
+
+
+Callback = tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
+
+def callback_jobs(
+    scheduler: SchedulerService,
+    callbacks: Sequence[Callback],
+    options: JobOptions,
+    now: datetime,
+    name: str = "",
+) -> tuple[dict[str, list[UUID]], list[JobEntity]]:
+    """The WAITING callback jobs of a batch (without their parent yet) and their ids by
+    kind. ``InvalidJobError`` names the batch and the callback."""
+    by_kind: dict[str, list[UUID]] = {kind: [] for kind in _KINDS}
+    jobs: list[JobEntity] = []
+    for kind, fn, args, kwargs in callbacks:
+        try:
+            invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
+        except InvalidJobError as exc:
+            raise type(exc)(f"batch {name!r} {kind} callback: {exc}") from exc
+        job = attrs.evolve(
+            scheduler._entity(invocation, JobOptions(priority=options.priority), now),
+            status=JobStatus.WAITING,
+            job_type=JobType.CALLBACK,
+        )
+        by_kind[kind].append(job.id)
+        jobs.append(job)
+    return by_kind, jobs
+
+
+@attrs.define
+class _Children:
+    target: Callable[..., Any]
+    arg_tuples: list[Sequence[Any]]
+    kwargs: dict[str, Any] | None = None
+
+
+class BatchBuilder:
+    """Collects a batch's children and callbacks; ``enqueue()`` writes them all at once.
+
+    ``id`` is the batch id, known before ``enqueue`` so that callbacks can take it as an
+    argument. Options (``priority``, ``tags``, ``max_retries``) apply to every child. Every
+    target and argument is validated by ``enqueue()`` before anything is written
+    (``InvalidJobError`` naming the child or callback). Single use, not thread safe.
+    """
+
+    def __init__(self, scheduler: SchedulerService, name: str) -> None:
+        self._scheduler = scheduler
+        self.name = check_batch_name(name)
+        self.id: UUID = uuid7()
+        self._children: list[_Children] = []
+        self._callbacks: list[Callback] = []
+        self._options = JobOptions()
+        self._used = False
+
+    def add(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
+        """One child running ``fn(*args, **kwargs)``."""
+        self._children.append(_Children(fn, [args], dict(kwargs)))
+        return self
+
+    def add_many(self, fn: Callable[..., Any], arg_tuples: Iterable[Sequence[Any]]) -> BatchBuilder:
+        """One child per argument tuple (the ``enqueue_many`` form)."""
+        if isinstance(arg_tuples, (str, bytes)):
+            raise InvalidJobError("add_many expects an iterable of argument tuples")
+        items: list[Sequence[Any]] = []
+        for index, args in enumerate(arg_tuples):
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+                raise InvalidJobError(
+                    f"batch {self.name!r}: item {index} must be a tuple of arguments, got {args!r}"
+                )
+            items.append(args)
+        self._children.append(_Children(fn, items))
+        return self
+
+    def on_success(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
+        """Run ``fn(*args, **kwargs)`` once every child finished and none failed."""
+        self._callbacks.append((ON_SUCCESS, fn, args, dict(kwargs)))
+        return self
+
+    def on_failure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
+        """Run ``fn(*args, **kwargs)`` once every child finished and at least one failed
+        (dead letter or cancelled)."""
+        self._callbacks.append((ON_FAILURE, fn, args, dict(kwargs)))
+        return self
+
+    def on_complete(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
+        """Run ``fn(*args, **kwargs)`` once every child finished, whatever the outcome."""
+        self._callbacks.append((ON_COMPLETE, fn, args, dict(kwargs)))
+        return self
+
+    def priority(self, priority: JobPriority | int | str) -> BatchBuilder:
+        """Priority of every child (and callback)."""
+        self._options.priority = parse_priority(priority)
+        return self
+
+    def tags(self, *tags: str) -> BatchBuilder:
+        """Tags of every child (added to earlier ones)."""
+        self._options.tags = check_tags(self._options.tags + tuple(tags))
+        return self
+
+    def max_retries(self, retries: int) -> BatchBuilder:
+        """Retries of every child before it counts as failed."""
+        self._options.max_retries = check_max_retries(retries)
+        return self
+
+    def resource(self, key: str, *, permits: int) -> BatchBuilder:
+        """Every child holds resource ``key``: at most ``permits`` of them (and of other jobs
+        holding it) run at once."""
+        self._options.resource_key = check_flow_key("resource", key)
+        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
+        return self
+
+    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> BatchBuilder:
+        """Children start at most ``limit`` per ``per`` (shared with other jobs of ``key``)."""
+        count, seconds = check_rate(limit, per)
+        self._options.flow = attrs.evolve(
+            self._options.flow,
+            rate_key=check_flow_key("rate_limit", key),
+            rate_limit=count,
+            rate_per=seconds,
+        )
+        return self
+
+    def transaction(self, transaction: object | None) -> BatchBuilder:
+        """Write the batch inside the caller's open transaction: a rollback leaves nothing."""
+        self._options.transaction = transaction
+        return self
+
+    def enqueue(self) -> UUID:
+        """Validate every child and callback, then write the batch with all its jobs in one
+        unit of work. Returns the batch id. A batch without children completes at once (its
+        callbacks are released)."""
+        if self._used:
+            raise InvalidJobError("this batch builder was already enqueued; start a new one")
+        self._used = True
+        scheduler = self._scheduler
+        options = self._options
+        now = datetime.now(UTC)
+        children: list[JobEntity] = []
+        for group in self._children:
+            invocations = self._resolve(group)
+            children.extend(
+                attrs.evolve(
+                    scheduler._entity(invocation, options, now),
+                    job_type=JobType.BATCH_CHILD,
+                    batch_id=self.id,
+                )
+                for invocation in invocations
+            )
+        callbacks, waiting = callback_jobs(scheduler, self._callbacks, options, now, self.name)
+        parent = parent_job(self.id, callbacks, now)
+        waiting = [attrs.evolve(j, parent_id=parent.id) for j in waiting]
+        batch = BatchEntity(
+            id=self.id,
+            name=self.name,
+            status=BatchStatus.SEALED,
+            total=len(children),
+            parent_job_id=parent.id,
+            created_at=now,
+        )
+        store = scheduler._store_for(options.transaction)
+        batches = require_batch_store(store, "scheduler.batch")
+        batches.insert_batch(batch, [parent, *waiting, *children])
+        _log.info("batch %s (%s) enqueued with %d children", self.id, self.name, len(children))
+        if children:
+            scheduler._after_write(options, children[0])
+        else:
+            self._complete_empty(options)
+        return self.id
+
+    def _resolve(self, group: _Children) -> list[JobInvocation]:
+        resolver = self._scheduler._resolver
+        try:
+            if group.kwargs is not None:
+                return [resolver.resolve(group.target, list(group.arg_tuples[0]), group.kwargs)]
+            resolve_many = getattr(resolver, "resolve_many", None)
+            if callable(resolve_many):
+                return list(resolve_many(group.target, group.arg_tuples))
+            return [resolver.resolve(group.target, list(a), {}) for a in group.arg_tuples]
+        except InvalidJobError as exc:
+            raise type(exc)(f"batch {self.name!r}: {exc}") from exc
+
+    def _complete_empty(self, options: JobOptions) -> None:
+        tracker = BatchTracker(self._scheduler.store)
+        batch_id = self.id
+
+        def complete() -> None:
+            if tracker.try_complete(batch_id):
+                self._scheduler._wake(JobPriority.NORMAL, None)
+
+        if options.transaction is None:
+            complete()
+            return
+        from ratchet_api.spi.runtime import AfterCommitResult
+
+        result = self._scheduler._after_commit.register_after_commit(complete, options.transaction)
+        if result is AfterCommitResult.NO_ACTIVE_TRANSACTION:
+            complete()
+        # REGISTRATION_FAILED: the workers' sweep completes it
+
+
+class BatchTracker:
+    """Completes batches whose children have all finished (see the module docstring).
+    Thread safe; every method swallows and logs store errors (the sweep retries)."""
+
+    def __init__(self, store: JobStore, *, on_released: Callable[[], None] | None = None) -> None:
+        self._store = store
+        self._batches = store.capability(BatchStore)
+        self._on_released = on_released
+        self._lock = threading.Lock()
+        self._last_sweep = 0.0
+        self._seen: dict[UUID, tuple[int, int, float]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self._batches is not None
+
+    def children_finished(self, jobs: Iterable[JobEntity]) -> None:
+        """Call after the terminal writes of ``jobs`` applied; completes their batches if
+        those children were the last ones."""
+        if self._batches is None:
+            return
+        for batch_id in {j.batch_id for j in jobs if j.batch_id is not None}:
+            self.try_complete(batch_id)
+
+    def try_complete(self, batch_id: UUID) -> bool:
+        """Complete the batch if it is SEALED and every child finished: release its callbacks
+        and win (or lose) the store's completion CAS. True for the one caller that marked it
+        COMPLETED."""
+        batches = self._batches
+        if batches is None:
+            return False
+        try:
+            batch = batches.find_batch(batch_id)
+            if batch is None or batch.status is not BatchStatus.SEALED or batch.pending > 0:
+                return False
+            released = self._release_callbacks(batch)
+            if not batches.mark_batch_complete_if_ready(batch_id):
+                return False
+        except Exception:  # noqa: BLE001 - the sweep completes it later
+            _log.warning("completing batch %s failed; the sweep retries", batch_id, exc_info=True)
+            return False
+        _log.info(
+            "batch %s (%s) completed: %d succeeded, %d failed",
+            batch.id,
+            batch.name,
+            batch.succeeded,
+            batch.failed,
+        )
+        if released and self._on_released is not None:
+            self._on_released()
+        return True
+
+    def _release_callbacks(self, batch: BatchEntity) -> int:
+        """Idempotent: the matching callbacks WAITING -> PENDING, the others cancelled, the
+        parent job finished. Returns how many callbacks this call released."""
+        if batch.parent_job_id is None:
+            return 0
+        parent = self._store.find_by_id(batch.parent_job_id)
+        if parent is None:
+            return 0
+        try:
+            listed = json.loads(parent.payload)
+        except ValueError:
+            listed = {}
+        succeeded = batch.failed == 0
+        wanted = {ON_COMPLETE, ON_SUCCESS if succeeded else ON_FAILURE}
+        release: list[UUID] = []
+        for kind in _KINDS:
+            ids = [UUID(i) for i in listed.get(kind, [])]
+            if kind in wanted:
+                release.extend(ids)
+            else:
+                for job_id in ids:
+                    self._store.cancel_job(job_id)
+        released = self._store.release_waiting_children(parent.id, release) if release else 0
+        if parent.status is JobStatus.WAITING:
+            final = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
+            self._store.compare_and_swap_status(parent.id, JobStatus.WAITING, final)
+        return released
+
+    def sweep(self, limit: int = 100) -> int:
+        """Complete SEALED batches whose children have all finished (their last finisher
+        crashed before completing them); batches with only a few children left are recounted
+        first (``recount_batch``: a store that counts outside the child's unit of work may
+        have lost a count). Returns how many this call completed."""
+        batches = self._batches
+        if batches is None:
+            return 0
+        completed = 0
+        try:
+            sealed = batches.find_batches(statuses=frozenset({BatchStatus.SEALED}), limit=limit)
+            for found in sealed:
+                batch = found
+                if 0 < batch.pending <= RECOUNT_BELOW and self._quiet(batch):
+                    batch = batches.recount_batch(batch.id) or batch
+                if batch.pending == 0 and self.try_complete(batch.id):
+                    completed += 1
+        except Exception:  # noqa: BLE001 - retried next sweep
+            _log.warning("the batch sweep failed; retried next time", exc_info=True)
+        return completed
+
+    def _quiet(self, batch: BatchEntity) -> bool:
+        """True once the batch's counts have not moved for ``RECOUNT_QUIET`` seconds."""
+        now = time.monotonic()
+        counts = (batch.succeeded, batch.failed)
+        with self._lock:
+            seen = self._seen.get(batch.id)
+            if seen is None or seen[:2] != counts:
+                if len(self._seen) > 10_000:
+                    self._seen.clear()
+                self._seen[batch.id] = (*counts, now)
+                return False
+            return now - seen[2] >= RECOUNT_QUIET
+
+    def sweep_every(self, interval: float) -> int:
+        """``sweep`` at most once per ``interval`` seconds across threads; 0 when skipped."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_sweep < interval:
+                return 0
+            self._last_sweep = now
+        return self.sweep()
+
+
+__all__ = [
+    "BATCH_TARGET",
+    "Callback",
+    "callback_jobs",
+    "BatchBuilder",
+    "BatchTracker",
+    "check_batch_name",
+    "parent_job",
+    "require_batch_store",
+]
