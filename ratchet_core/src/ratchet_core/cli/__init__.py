@@ -25,7 +25,16 @@ from ratchet_core.container import (
     find_ratchet_container,
 )
 
-COMMAND_MODULES: tuple[str, ...] = ("spi", "db", "worker", "jobs", "enqueue", "demo", "tck")
+COMMAND_MODULES: tuple[str, ...] = (
+    "spi",
+    "db",
+    "worker",
+    "jobs",
+    "batches",
+    "enqueue",
+    "demo",
+    "tck",
+)
 
 
 @attrs.define
