@@ -71,7 +71,17 @@ def test_permits_of_two_hold_across_three_workers(
         scheduler.job(bt.hold).args(log, i, 0.15).resource("tests-db", permits=2).enqueue()
         for i in range(50)
     ]
-    workers = [make_worker(flow_engine, concurrency=4) for _ in range(3)]
+    # slow stores (the Mongo test server) must not look like dead nodes: a recovered job's
+    # attempt is counted, and this test checks that refusals are not
+    workers = [
+        make_worker(
+            flow_engine,
+            concurrency=4,
+            heartbeat_interval=timedelta(seconds=1),
+            node_timeout=timedelta(seconds=30),
+        )
+        for _ in range(3)
+    ]
     for worker in workers:
         worker.start()
     wait_for(
@@ -102,16 +112,24 @@ def test_rate_limit_holds_within_ten_percent_over_thirty_seconds(
     flow_engine: Any, make_worker: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # 20/s on the SQL stores. The SecantusDB test server answers a write in tens of
-    # milliseconds to seconds on this shared machine: it cannot start 20 jobs a second, so its
-    # run checks 5/s (the same bucket code, a rate it can reach).
-    limit = 5 if "mongodb" in request.node.callspec.id else 20
+    # milliseconds to seconds on this shared machine: it cannot start 20 jobs a second (it
+    # reached 3.4/s), so its run checks 2/s (the same bucket code, a rate it can reach).
+    limit = 2 if "mongodb" in request.node.callspec.id else 20
     log = str(tmp_path / "stamps.log")
     scheduler = flow_engine.scheduler()
     key = f"tests-sms-{os.getpid()}-{request.node.callspec.id}"
     count = limit * 32  # the bucket's initial burst, then 31 s at the limit
     for i in range(count):
         scheduler.job(bt.stamp).args(log, i).rate_limit(key, limit, per=1.0).enqueue()
-    workers = [make_worker(flow_engine, concurrency=8) for _ in range(3)]
+    workers = [
+        make_worker(
+            flow_engine,
+            concurrency=8,
+            heartbeat_interval=timedelta(seconds=1),
+            node_timeout=timedelta(seconds=30),
+        )
+        for _ in range(3)
+    ]
     for worker in workers:
         worker.start()
     wait_for(lambda: len(bt.lines(log)) >= count, 240, "the rate-limited jobs to run")

@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "jobs",
     "recurring",
     "bulk",
+    "batches",
     "enqueue",
     "demo",
     "tck",

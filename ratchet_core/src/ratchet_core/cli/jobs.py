@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import attrs
 import click
@@ -118,6 +119,9 @@ def jobs_group() -> None:
 )
 @click.option("--tag", default=None, help="Only jobs carrying this tag.")
 @click.option("--target", default=None, metavar="MODULE:FUNCTION", help="Only jobs of this target.")
+@click.option(
+    "--batch", "batch_id", default=None, type=click.UUID, help="Only this batch's children."
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a table.")
 @url_option
@@ -125,6 +129,7 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     statuses: tuple[str, ...],
     tag: str | None,
     target: str | None,
+    batch_id: UUID | None,
     limit: int,
     as_json: bool,
     store_url: str | None,
@@ -135,6 +140,7 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
         statuses=frozenset(JobStatus(s.upper()) for s in statuses) or None,
         tag=tag,
         target=target,
+        batch_id=batch_id,
         limit=limit,
     )
     with ratchet_errors():
