@@ -311,3 +311,10 @@ def test_bulk_enqueue_checks_every_item_after_the_first_bound(
         scheduler.enqueue_many(targets.takes_outside_class, [({"kind": "FIXED"},)] * 3)
     with pytest.raises(PayloadError, match="item 1"):
         scheduler.enqueue_many(targets.add, [(1, 2), (object(), 2)])
+
+
+def test_bulk_enqueue_of_a_target_with_defaults_binds_fewer_arguments(
+    scheduler: SchedulerService,
+) -> None:
+    ids = scheduler.enqueue_many(targets.greet, [("ada",), ("bob",), ("cy", "?")])
+    assert len(ids) == 3

@@ -526,7 +526,7 @@ class DefaultJobInvocationResolver:
             kwargs[late_name] = placeholder(kind)
         values: Sequence[tuple[str, Any]]
         if not kwargs and len(args) in info.bound_arities:
-            values = list(zip(info.positional_names(len(args)), args, strict=True))
+            values = list(zip(info.positional_names(len(args)), args, strict=False))
         else:
             values = self._bind(info, args, kwargs)
         for param_name, value in values:
