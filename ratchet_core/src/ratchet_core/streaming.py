@@ -185,8 +185,10 @@ class StreamingBatchBuilder(BatchBuilder):
         now = datetime.now(UTC)
         invocations = self._invocations(chunk, first)
         return [
-            attrs.evolve(
-                scheduler._entity(invocation, self._options, now),
+            scheduler._entity(
+                invocation,
+                self._options,
+                now,
                 job_type=JobType.BATCH_CHILD,
                 batch_id=self.id,
                 idempotency_key=f"ratchet:batch:{self.id}:{first + n}",
