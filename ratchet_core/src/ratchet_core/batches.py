@@ -242,10 +242,8 @@ class BatchBuilder:
         for group in self._children:
             invocations = self._resolve(group)
             children.extend(
-                attrs.evolve(
-                    scheduler._entity(invocation, options, now),
-                    job_type=JobType.BATCH_CHILD,
-                    batch_id=self.id,
+                scheduler._entity(
+                    invocation, options, now, job_type=JobType.BATCH_CHILD, batch_id=self.id
                 )
                 for invocation in invocations
             )

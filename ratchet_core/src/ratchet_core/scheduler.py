@@ -323,7 +323,10 @@ class SchedulerService:
             encode_invocation(invocation)
         return invocation
 
-    def _entity(self, invocation: JobInvocation, options: JobOptions, now: datetime) -> JobEntity:
+    def _entity(
+        self, invocation: JobInvocation, options: JobOptions, now: datetime, **extra: Any
+    ) -> JobEntity:
+        """The job to store; ``extra`` sets further entity fields (batch children)."""
         scheduled = options.run_at or (now + options.delay if options.delay else now)
         max_retries = (
             options.max_retries if options.max_retries is not None else self._default_max_retries
@@ -354,11 +357,11 @@ class SchedulerService:
             updated_at=now,
             max_retries=max_retries,
             backoff=encode_backoff(options.backoff),
-            idempotency_key=options.idempotency_key,
             execution_target=options.execution_target,
             tags=options.tags,
             resource_key=options.resource_key,
             flow_control=options.flow.encode(),
+            **{"idempotency_key": options.idempotency_key, **extra},
         )
 
     def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:

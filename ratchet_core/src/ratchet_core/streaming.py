@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -36,9 +37,10 @@ from uuid import UUID
 
 import attrs
 
-from ratchet_api.errors import BatchChunkError, InvalidJobError, RatchetError
+from ratchet_api.errors import BatchChunkError, InvalidJobError, RatchetError, StoreError
 from ratchet_api.model import JobInvocation, JobType
 from ratchet_api.store.entities import BatchEntity, BatchStatus, JobEntity
+from ratchet_api.store.protocols import BatchStore
 from ratchet_core.batches import (
     BatchBuilder,
     BatchTracker,
@@ -55,6 +57,8 @@ _log = logging.getLogger("ratchet.batches")
 
 _NAMESPACE = uuid.UUID("5f0c3e52-7a4e-4c1b-9d56-2b8f3c1e9a47")
 DEFAULT_CHUNK_SIZE = 1000
+CHUNK_TRIES = 4
+"""Writes of one chunk before a transient store error fails it."""
 MAX_CHUNK_SIZE = 50_000
 
 
@@ -146,7 +150,7 @@ class StreamingBatchBuilder(BatchBuilder):
                 break
             try:
                 jobs = self._chunk_jobs(chunk, index)
-                batches.add_batch_jobs(self.id, jobs)
+                self._write_chunk(batches, jobs)
             except Exception as exc:  # noqa: BLE001 - reported as BatchChunkError
                 self._chunk_failed(chunk_no, index, exc)
             if index == start:
@@ -158,6 +162,19 @@ class StreamingBatchBuilder(BatchBuilder):
         scheduler._wake(self._options.priority, None)
         BatchTracker(scheduler.store).try_complete(self.id)  # every child may be done already
         return self.id
+
+    def _write_chunk(self, batches: BatchStore, jobs: list[JobEntity]) -> None:
+        """``add_batch_jobs``, retried on a transient store error (a chunk written twice
+        inserts nothing the second time)."""
+        for attempt in range(CHUNK_TRIES):
+            try:
+                batches.add_batch_jobs(self.id, jobs)
+                return
+            except StoreError as exc:
+                if not exc.retryable or attempt == CHUNK_TRIES - 1:
+                    raise
+                _log.warning("streaming batch %s: chunk write failed (%s); retrying", self.id, exc)
+                time.sleep(0.2 * 2**attempt)
 
     def _open(self) -> BatchEntity:
         batches = require_batch_store(self._scheduler.store, "scheduler.streaming_batch")
@@ -185,8 +202,10 @@ class StreamingBatchBuilder(BatchBuilder):
         now = datetime.now(UTC)
         invocations = self._invocations(chunk, first)
         return [
-            attrs.evolve(
-                scheduler._entity(invocation, self._options, now),
+            scheduler._entity(
+                invocation,
+                self._options,
+                now,
                 job_type=JobType.BATCH_CHILD,
                 batch_id=self.id,
                 idempotency_key=f"ratchet:batch:{self.id}:{first + n}",

@@ -29,13 +29,17 @@ CAPABILITY_FEATURES: Mapping[str, str] = {
     "JobExtensionStore": "`JobContext.get_state`/`set_state` (UnsupportedCapabilityError) and "
     "job properties; Django task results keep only the last error",
     "LockStore": "the startup lease: orphan recovery is not serialised between nodes",
-    "RecurringJobStore": "nothing in this version (no engine feature uses it yet)",
-    "BatchStore": "nothing in this version (no engine feature uses it yet)",
-    "WorkflowConditionStore": "nothing in this version (no engine feature uses it yet)",
-    "SignalStore": "nothing in this version (no engine feature uses it yet)",
-    "ResourcePermitStore": "nothing in this version (no engine feature uses it yet)",
-    "ArchiveStore": "nothing in this version (no engine feature uses it yet)",
-    "JobAnalyticsStore": "nothing in this version (no engine feature uses it yet)",
+    "RecurringJobStore": "recurring jobs (`scheduler.recurring`, `@recurring`, configured "
+    "schedules): UnsupportedCapabilityError",
+    "BatchStore": "batches and streaming batches (`scheduler.batch`, `streaming_batch`)",
+    "WorkflowConditionStore": "workflow steps and callbacks (`then`, `branch`, `on_success`, "
+    "`on_failure`)",
+    "SignalStore": "`await_signal` and `scheduler.signal`",
+    "ResourcePermitStore": "resource permits (`.resource(key, permits=N)`)",
+    "FlowControlStore": "resource permits and rate limits (`.resource`, `.rate_limit`)",
+    "ArchiveStore": "retention (finished jobs are never archived nor purged by age)",
+    "JobAnalyticsStore": "the dashboard's overview figures (throughput, queue wait percentiles)",
+    "SealedValueStore": "`ratchet keys rotate` and `ratchet keys status`",
 }
 """What the engine cannot do on a store without each optional capability (the report lists it
 for every capability the store does not advertise)."""
