@@ -14,9 +14,10 @@ line, then an end or failure line, with the process id). At the end:
 * no job is dead-lettered without a failed execution (a planned failure, or an execution
   lost with its worker: SIGKILLed, or stopped, declared dead and its late result refused).
 
-Audit records (one SUCCEEDED execution record per job, matching the kept result) are not
-asserted here: the worker's handling of superseded attempts is being rebuilt (issue 17, worker
-side); this test is the place to add that assertion.
+* audit records agree with the kept outcome: a SUCCEEDED job has at most one execution record
+  SUCCEEDED and not superseded (none when its completion died with a SIGKILLed worker before
+  being written), a dead-lettered job none; every other SUCCEEDED record of a job is marked
+  superseded (its claim was replaced while it ran).
 """
 
 from __future__ import annotations
@@ -201,7 +202,18 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
                     if r.outcome in ("F", None)
                     or (r.pid in cluster.stopped and r.started < cluster.stopped[r.pid])
                 ]
-                assert failed, f"job {ids[job_id]} dead-lettered without a failed execution"
+                assert failed, (
+                    f"job {ids[job_id]} dead-lettered without a failed execution: "
+                    f"{job.last_error!r} attempt={job.attempt} runs={job_runs} "
+                    f"stopped={cluster.stopped} killed={getattr(cluster, 'killed', None)}"
+                )
+            kept = [
+                r
+                for r in store.find_executions_by_job_id(job_id)
+                if r.status is JobStatus.SUCCEEDED and not r.superseded
+            ]
+            limit = 1 if job.status is JobStatus.SUCCEEDED else 0
+            assert len(kept) <= limit, f"job {ids[job_id]}: {len(kept)} SUCCEEDED audit records"
         total = sum(len(r) for r in runs.values())
         duplicates = {n: len(r) for n, r in runs.items() if len(r) > 1}
         lost_with_kill = sum(1 for r in runs.values() for x in r if x.outcome is None)
