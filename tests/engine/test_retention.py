@@ -184,9 +184,12 @@ def _wait(condition: Any, timeout: float, what: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_worker_archives_then_purges_10000_jobs_while_jobs_flow(
+def test_worker_archives_then_purges_thousands_of_jobs_while_jobs_flow(
     store_url: str, make_worker: Any
 ) -> None:
+    # 2,000 finished jobs (600 on the pure-Python Mongo test server) keep the suite's time
+    # bounded; benchmarks/bench_retention.py measures 10,000 and more.
+    half = 300 if store_url.startswith("mongodb") else 1000
     container = build_container(
         store_url,
         **{
@@ -202,14 +205,14 @@ def test_worker_archives_then_purges_10000_jobs_while_jobs_flow(
         keep_tag, purge_tag, flow_tag = f"{tag}-keep", f"{tag}-purge", f"{tag}-flow"
         day = timedelta(days=1)
         statuses = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
-        # 10,000 finished jobs: half past their retention (archived and kept), half past
+        # finished jobs: half past their retention (archived and kept), half past
         # retention.archive too (archived, then deleted)
         keep = [
             backdated(store, statuses[i % 3], (31 if i % 3 == 1 else 10) * day, keep_tag)
-            for i in range(5000)
+            for i in range(half)
         ]
-        purge = [backdated(store, statuses[i % 3], 60 * day, purge_tag) for i in range(5000)]
-        for part in range(0, 5000, 1000):
+        purge = [backdated(store, statuses[i % 3], 60 * day, purge_tag) for i in range(half)]
+        for part in range(0, half, 1000):
             store.bulk_insert(keep[part : part + 1000])
             store.bulk_insert(purge[part : part + 1000])
         untouched = [
@@ -217,7 +220,7 @@ def test_worker_archives_then_purges_10000_jobs_while_jobs_flow(
             backdated(store, JobStatus.PENDING, 60 * day, tag, scheduled_at=_future(store)),
         ]
         store.bulk_insert(untouched)
-        assert hot_count(store, keep_tag) == 5000
+        assert hot_count(store, keep_tag) == half
 
         scheduler = container.scheduler()
         worker = make_worker(container)
