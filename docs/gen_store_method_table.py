@@ -5,7 +5,6 @@ first paragraph of its docstring. ``python docs/gen_store_method_table.py`` rewr
 from __future__ import annotations
 
 import inspect
-import re
 from pathlib import Path
 
 from ratchet_api.store import protocols
@@ -39,7 +38,9 @@ def rows() -> str:
     for kind, capability in kinds:
         contract = f"{kind.__name__}Contract"
         if kind is protocols.JobStore:
-            contract = "JobStoreJoinedContract"  # joined(); capability() and close() are used by all
+            contract = (
+                "JobStoreJoinedContract"  # joined(); capability() and close() are used by all
+            )
         contract = contract if contract in contracts else "(none)"
         label = f"`{kind.__name__}`" + (" (capability)" if capability else "")
         for name, member in vars(kind).items():
