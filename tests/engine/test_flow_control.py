@@ -137,17 +137,16 @@ def test_rate_limit_is_never_exceeded_over_thirty_seconds(
         worker.start()
     wait_for(lambda: len(bt.lines(log)) >= count, 240, "the rate-limited jobs to run")
     stamps = sorted(float(line.split()[2]) for line in bt.lines(log))
-    start = stamps[0]
-    window = [s for s in stamps if start + 1.0 <= s < start + 31.0]  # after the burst
-    rate = len(window) / 30.0
-    # The guarantee is the ceiling: the limit is never exceeded. How close a worker comes to it
-    # depends on the machine's load, so the floor only proves that jobs kept flowing (a speed
-    # is never asserted in a test).
-    assert 0.5 * limit <= rate <= 1.1 * limit, f"{rate:.2f} jobs/s over 30 s, limit {limit}/s"
-    # a token bucket of ``limit`` bounds any one-second window by refilled + saved tokens
-    for first in stamps:
-        in_second = sum(1 for s in stamps if first <= s < first + 1.0)
-        assert in_second <= 2 * limit, f"{in_second} jobs started within 1 s of {first}"
+    # After the bucket's initial burst of ``limit`` tokens, every start needs a refilled token:
+    # the starts after the burst can never come faster than the limit. Measured from the first
+    # start after the burst to the last (a slow machine only stretches this, never shortens it).
+    after_burst = stamps[limit:]
+    rate = (len(after_burst) - 1) / (after_burst[-1] - after_burst[0])
+    # The guarantee is the ceiling. How close a worker comes to it depends on the machine's
+    # load, so the floor only proves that jobs kept flowing (a speed is never asserted here).
+    assert 0.25 * limit <= rate <= 1.1 * limit, (
+        f"{rate:.2f} jobs/s after the burst, limit {limit}/s"
+    )
 
 
 def test_bad_flow_options_are_refused_at_declaration(flow_engine: Any) -> None:
