@@ -259,3 +259,41 @@ def drop_mongo_database(url: str) -> None:
         client.drop_database(db.name)
     finally:
         client.close()
+
+
+def kill_database_connections(url: str) -> int:
+    """Terminate every server connection to the database of ``url`` (``pg_terminate_backend``
+    / MariaDB ``KILL``) from an admin connection; returns how many were killed. Crash tests use
+    it to drop a worker's or a store's connections for real."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as admin:
+            if engine.dialect.name == "postgresql":
+                killed = admin.execute(
+                    sa.text(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                ).scalar_one()
+            else:
+                own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
+                ids = (
+                    admin.execute(
+                        sa.text(
+                            "SELECT id FROM information_schema.processlist"
+                            " WHERE db = DATABASE() AND id <> :own"
+                        ),
+                        {"own": own},
+                    )
+                    .scalars()
+                    .all()
+                )
+                for pid in ids:
+                    admin.exec_driver_sql(f"KILL {int(pid)}")
+                killed = len(ids)
+            admin.commit()
+    finally:
+        engine.dispose()
+    return int(killed)

@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 from ratchet_api.model import JobStatus
+from tests import servers
 from tests.crash import targets
 from tests.crash.harness import Execution, by_job, executions, kill, start_worker, wait_for
 from tests.engine.conftest import build_container, migrate
@@ -84,41 +85,6 @@ class Cluster:
             if process.poll() is None:
                 process.send_signal(signal.SIGCONT)
             kill(process)
-
-
-def kill_connections(url: str) -> int:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as admin:
-            if engine.dialect.name == "postgresql":
-                count = admin.execute(
-                    sa.text(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                    )
-                ).scalar_one()
-            else:
-                own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
-                ids = (
-                    admin.execute(
-                        sa.text(
-                            "SELECT id FROM information_schema.processlist"
-                            " WHERE db = DATABASE() AND id <> :own"
-                        ),
-                        {"own": own},
-                    )
-                    .scalars()
-                    .all()
-                )
-                for pid in ids:
-                    admin.exec_driver_sql(f"KILL {int(pid)}")
-                count = len(ids)
-            admin.commit()
-    finally:
-        engine.dispose()
-    return int(count)
 
 
 def explain(number: int, runs: list[Execution], cluster: Cluster) -> list[str]:
@@ -171,7 +137,7 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
         time.sleep(1.0)
         cluster.pause(b, 3.5)  # past worker.node_timeout (2 s): the others recover its jobs
         if server:
-            assert kill_connections(chaos_url) >= 1
+            assert servers.kill_database_connections(chaos_url) >= 1
             cluster.connections_killed_at = time.time()
         time.sleep(1.0)
         cluster.sigkill(c)

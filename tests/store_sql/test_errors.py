@@ -13,6 +13,7 @@ from ratchet_api.store import JobEntity
 from ratchet_store_sql import SqlJobStore
 from ratchet_store_sql._errors import translate
 from ratchet_store_sql.schema import jobs
+from tests import servers
 
 
 def test_unknown_status_in_a_row_names_the_field_and_job(store: SqlJobStore) -> None:
@@ -101,41 +102,6 @@ def test_dropped_connection_mid_transaction_is_transient_and_leaves_nothing(
     assert store.find_by_id(second.id) is not None
 
 
-def _kill_every_backend_of(url: str) -> int:
-    """Terminate every server connection to the database of ``url`` (pg_terminate_backend /
-    MariaDB KILL) from an admin connection; returns how many were killed."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as admin:
-            if engine.dialect.name == "postgresql":
-                killed = admin.execute(
-                    sa.text(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                    )
-                ).scalar_one()
-            else:
-                own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
-                ids = (
-                    admin.execute(
-                        sa.text(
-                            "SELECT id FROM information_schema.processlist"
-                            " WHERE db = DATABASE() AND id <> :own"
-                        ),
-                        {"own": own},
-                    )
-                    .scalars()
-                    .all()
-                )
-                for pid in ids:
-                    admin.exec_driver_sql(f"KILL {int(pid)}")
-                killed = len(ids)
-            admin.commit()
-    finally:
-        engine.dispose()
-    return int(killed)
-
-
 def test_killed_pooled_connection_is_replaced_before_the_next_statement(
     store: SqlJobStore, db_url: str, backend: str
 ) -> None:
@@ -160,11 +126,11 @@ def test_first_enqueue_after_every_connection_was_killed_succeeds(
     for conn in warm:
         conn.execute(sa.text("SELECT 1"))
         conn.close()
-    assert _kill_every_backend_of(db_url) >= 1
+    assert servers.kill_database_connections(db_url) >= 1
     first = store.insert_job(JobEntity(tags=("after-kill",)))
     stored = store.find_by_id(first.id)
     assert stored is not None and stored.tags == ("after-kill",)
-    assert _kill_every_backend_of(db_url) >= 1
+    assert servers.kill_database_connections(db_url) >= 1
     keyed = store.insert_job(JobEntity(idempotency_key=f"k-{uuid.uuid4()}"))
     assert store.find_by_id(keyed.id) is not None
 
