@@ -152,7 +152,6 @@ def bench_processing(url: str, jobs: int, concurrency: int, audit: bool = True) 
 
 
 def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, str]:
-    from ratchet_api.model import JobStatus
 
     settings: dict[str, str] = {}
     if notify:
@@ -164,20 +163,7 @@ def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, s
     poll = "adaptive 50 ms .. 1 s (defaults)"
     try:
         time.sleep(3.0)  # started and idle: the poll delay has grown to its maximum
-        latencies: list[float] = []
-        for i in range(samples):
-            job_id = scheduler.enqueue(targets.noop)
-            deadline = time.monotonic() + 10
-            while True:
-                job = store.find_by_id(job_id)
-                if job is not None and job.status is JobStatus.SUCCEEDED:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"job {i} did not run within 10 s")
-                time.sleep(0.001)
-            assert job.started_at is not None
-            latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
-            time.sleep(0.02 if notify else 0.05)
+        latencies = enqueue_to_start_ms(scheduler, store, samples, 0.02 if notify else 0.05)
     finally:
         process.terminate()
         process.wait(30)
@@ -186,6 +172,28 @@ def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, s
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
     return statistics.median(latencies), p99, poll
+
+
+def enqueue_to_start_ms(scheduler: Any, store: Any, samples: int, pause: float) -> list[float]:
+    """Enqueue ``samples`` no-op jobs one at a time into an idle worker; each one's
+    ``started_at - created_at`` in milliseconds, sorted."""
+    from ratchet_api.model import JobStatus
+
+    latencies: list[float] = []
+    for i in range(samples):
+        job_id = scheduler.enqueue(targets.noop)
+        deadline = time.monotonic() + 10
+        while True:
+            job = store.find_by_id(job_id)
+            if job is not None and job.status is JobStatus.SUCCEEDED:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"job {i} did not run within 10 s")
+            time.sleep(0.001)
+        assert job.started_at is not None
+        latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
+        time.sleep(pause)
+    return sorted(latencies)
 
 
 def run_store_baseline(backend: str, jobs: int) -> dict[str, float]:

@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_engine import scratch  # noqa: E402
+from benchmarks.bench_engine import enqueue_to_start_ms, scratch  # noqa: E402
 from tests.engine import targets  # noqa: E402
 
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
@@ -98,27 +98,13 @@ def bench_rss(url: str, jobs: int) -> float:
 
 
 def bench_latency(url: str, samples: int) -> tuple[float, float]:
-    from ratchet_api.model import JobStatus
 
     c = _container(url)
     scheduler, store = c.scheduler(), c.job_store()
     process = _spawn(url)
     try:
         time.sleep(3.0)  # started and idle: the poll delay has grown to its maximum
-        latencies: list[float] = []
-        for i in range(samples):
-            job_id = scheduler.enqueue(targets.noop)
-            deadline = time.monotonic() + 10
-            while True:
-                job = store.find_by_id(job_id)
-                if job is not None and job.status is JobStatus.SUCCEEDED:
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"job {i} did not run within 10 s")
-                time.sleep(0.001)
-            assert job.started_at is not None
-            latencies.append((job.started_at - job.created_at).total_seconds() * 1000)
-            time.sleep(0.02)
+        latencies = enqueue_to_start_ms(scheduler, store, samples, 0.02)
     finally:
         process.terminate()
         process.wait(30)
