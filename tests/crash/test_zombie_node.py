@@ -53,6 +53,7 @@ class _ResumeBetweenFindAndReset:
         self._worker = worker
         self._node_id = node_id
         self.resumed_at: float | None = None
+        self.reset_at: float | None = None
         self.fresh: list[JobEntity] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -73,6 +74,11 @@ class _ResumeBetweenFindAndReset:
 
             wait_for(claimed_again, 20, "the resumed worker to claim a job")
         return found
+
+    def reset_orphan_jobs(self, node_ids: Any, heartbeat_before: Any) -> int:
+        if self.reset_at is None:
+            self.reset_at = time.time()
+        return int(self._store.reset_orphan_jobs(node_ids, heartbeat_before))
 
 
 def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
@@ -136,11 +142,21 @@ def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
             f"{ {n: len(r) for n, r in duplicates.items()} }"
         )
         for number, job_runs in duplicates.items():
-            # explained: the stopped worker was running it when it was stopped, and the copy
-            # that ran again started after the recovery
+            # explained: the stopped worker held its claim when it was stopped and started it
+            # (before the stop, or after the resume from its prefetch buffer) before the sweep
+            # reset it; the copy that ran again started after the reset
             assert number in held_numbers, f"job {number} ran {len(job_runs)} times unexplained"
-            assert job_runs[0].pid == worker.pid and job_runs[0].started < stopped_at
+            assert racy.reset_at is not None
+            assert job_runs[0].pid == worker.pid and job_runs[0].started < racy.reset_at
+            assert job_runs[1].started >= racy.reset_at
             assert len(job_runs) == 2
+        assert racy.resumed_at is not None
+        frozen = [
+            r for rs in runs.values() for r in rs if stopped_at + 0.2 < r.started < racy.resumed_at
+        ]
+        assert not frozen, (
+            f"executions started while every process that could run them was stopped: {frozen}"
+        )
         assert not fresh_numbers & set(duplicates), "a fresh claim was run twice"
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0
