@@ -13,6 +13,9 @@ $(BIN)/.installed: requirements-dev.txt ratchet_api/pyproject.toml ratchet_core/
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	# bytecode for the editable sources, as pip writes it for installed wheels (with
+	# PYTHONDONTWRITEBYTECODE set, every process would compile them again at start)
+	$(BIN)/python -m compileall -q $(DISTS)
 	touch $@
 
 install: $(BIN)/.installed

@@ -17,15 +17,18 @@ import binascii
 import os
 import re
 import threading
-from typing import Any
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from typing import TYPE_CHECKING, Any
 
 from ratchet_api.errors import EncryptionError
 from ratchet_api.model import EncryptionContext, EncryptionKey
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
 from ratchet_core.config import parse_optional_str, register_key
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+# ``cryptography`` (its bundled OpenSSL: about 8 MiB of resident memory) is imported by the
+# first key use, not by ``import ratchet_core``: a worker without encryption never loads it.
 
 ALGORITHM = "AES-256-GCM"
 XCHACHA_ALGORITHM = "XCHACHA20-POLY1305"
@@ -109,6 +112,8 @@ class AesGcmPayloadEncryption:
         cache_key = (key.key_id, key.material)
         cipher = self._ciphers.get(cache_key)
         if cipher is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
             _check_material(key, ALGORITHM)
             cipher = AESGCM(key.material)
             with self._lock:
@@ -127,6 +132,8 @@ class AesGcmPayloadEncryption:
                 f"{ctx.surface.value} of job {ctx.job_id}: ciphertext of {len(ciphertext)} bytes "
                 "is too short to be AES-256-GCM"
             )
+        from cryptography.exceptions import InvalidTag
+
         nonce, body = ciphertext[:NONCE_BYTES], ciphertext[NONCE_BYTES:]
         try:
             return self._cipher(key).decrypt(nonce, body, ctx.associated_data())

@@ -14,9 +14,6 @@ import os
 import threading
 from collections.abc import Mapping
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from ratchet_api.errors import EncryptionError
 from ratchet_api.model import EncryptionKey
 from ratchet_api.spi.payload import KeyWrapper
@@ -32,6 +29,8 @@ class LocalKeyWrapper:
             raise EncryptionError(
                 f"the wrapping key has {len(wrapping_key)} bytes; it must have {KEY_BYTES}"
             )
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(wrapping_key)
 
     @staticmethod
@@ -43,6 +42,8 @@ class LocalKeyWrapper:
         return nonce + self._aead.encrypt(nonce, data_key, self._aad(key_id))
 
     def unwrap(self, key_id: str, wrapped: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
         try:
             return self._aead.decrypt(
                 wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], self._aad(key_id)

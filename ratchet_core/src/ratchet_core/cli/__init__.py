@@ -1,8 +1,10 @@
 """The ``ratchet`` command line.
 
 The group ``main`` holds global options (``--app``, ``--set``); commands live in modules of this
-package listed in :data:`COMMAND_MODULES`, each defining ``register(group: click.Group) -> None``.
-A module that does not exist is skipped, so commands can be added without editing this file.
+package listed in :data:`COMMAND_MODULES` (command name -> module), each defining
+``register(group: click.Group) -> None``. A command's module is imported when that command is
+looked up (``ratchet worker`` never imports the dashboard, the key tools or rich's tables); a
+module that does not exist is skipped, so commands can be added without editing this file.
 
 Commands obtain the Ratchet container with :func:`get_container` (built: alternatives applied)
 and the application object with :func:`get_app`.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -25,22 +28,67 @@ from ratchet_core.container import (
     find_ratchet_container,
 )
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "spi",
-    "db",
-    "worker",
-    "jobs",
-    "recurring",
-    "bulk",
-    "batches",
-    "enqueue",
-    "demo",
-    "tck",
-    "signal",
-    "keys",
-    "dashboard",
-    "health",
-)
+COMMAND_MODULES: Mapping[str, str] = {
+    name: name
+    for name in (
+        "spi",
+        "db",
+        "worker",
+        "jobs",
+        "recurring",
+        "batches",
+        "enqueue",
+        "demo",
+        "tck",
+        "signal",
+        "keys",
+        "dashboard",
+        "health",
+    )
+}
+"""Top-level command name -> module of this package registering it (``jobs`` also holds the
+bulk commands of :mod:`ratchet_core.cli.bulk`)."""
+
+
+class LazyGroup(click.Group):
+    """A ``click.Group`` that imports a command's module (from ``lazy_modules``, command name ->
+    importable module defining ``register(group)``) the first time the command is looked up,
+    so that one command's start-up does not pay for every other command's imports."""
+
+    def __init__(
+        self, *args: Any, lazy_modules: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_modules: dict[str, str] = dict(lazy_modules or {})
+
+    def _load(self, name: str) -> None:
+        module_name = self.lazy_modules.pop(name, None)
+        if module_name is None:
+            return
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                return
+            raise
+        module.register(self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for name in list(self.lazy_modules):
+            self._load(name)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    @property
+    def all_commands(self) -> dict[str, click.Command]:
+        """Every command, each module imported (for hosts that mount them: ``flask ratchet``)."""
+        for name in list(self.lazy_modules):
+            self._load(name)
+        return dict(self.commands)
 
 
 @attrs.define
@@ -184,7 +232,11 @@ def _parse_set(
     return result
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    lazy_modules={name: f"{__name__}.{module}" for name, module in COMMAND_MODULES.items()},
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--app",
     "app_spec",
@@ -211,24 +263,10 @@ def main(ctx: click.Context, app_spec: str | None, settings: dict[str, str]) -> 
     ctx.obj = CliState(app_spec=app_spec, settings=settings)
 
 
-def _load_commands(group: click.Group) -> None:
-    for name in COMMAND_MODULES:
-        module_name = f"{__name__}.{name}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        module.register(group)
-
-
-_load_commands(main)
-
-
 __all__ = [
     "COMMAND_MODULES",
     "CliState",
+    "LazyGroup",
     "get_app",
     "get_container",
     "import_object",

@@ -205,11 +205,4 @@ def purge(succeeded: Any, failed: Any, cancelled: Any, archive: Any, store_url: 
     _print_report(report)
 
 
-def register(group: click.Group) -> None:
-    from ratchet_core.cli.jobs import jobs_group
-
-    jobs_group.add_command(delete_jobs)
-    jobs_group.add_command(purge)
-
-
-__all__ = ["build_query", "filter_options", "register", "run_filtered"]
+__all__ = ["build_query", "delete_jobs", "filter_options", "purge", "run_filtered"]

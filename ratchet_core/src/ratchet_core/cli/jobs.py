@@ -18,7 +18,7 @@ from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.bulk import BulkAction
 from ratchet_core.cli import get_container
-from ratchet_core.cli.bulk import filter_options, run_filtered
+from ratchet_core.cli.bulk import delete_jobs, filter_options, purge, run_filtered
 from ratchet_core.cli.db import (
     apply_url,
     console,
@@ -324,6 +324,10 @@ pause_job = _transition("pause", "paused", "only PENDING jobs can be paused")
 pause_job.help = "Hold a PENDING job until it is resumed."
 resume_job = _transition("resume", "resumed", "only PAUSED jobs can be resumed")
 resume_job.help = "Release a PAUSED job."
+
+
+jobs_group.add_command(delete_jobs)
+jobs_group.add_command(purge)
 
 
 def register(group: click.Group) -> None:

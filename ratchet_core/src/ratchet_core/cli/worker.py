@@ -168,12 +168,32 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
         stop_queued_logging(listener)
 
 
+def limit_malloc_arenas(arenas: int) -> bool:
+    """``mallopt(M_ARENA_MAX, arenas)`` when the C library is glibc and ``arenas`` > 0 (call it
+    before the worker starts its threads); True when applied."""
+    if arenas <= 0 or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        gnu_get_libc_version = libc.gnu_get_libc_version  # glibc only (not musl)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    del gnu_get_libc_version
+    m_arena_max = -8  # <malloc.h>
+    return bool(mallopt(m_arena_max, arenas) == 1)
+
+
 def _run(ctx: click.Context, burst: bool, burst_timeout: float, status: bool | None) -> None:
     from ratchet_core.cli import get_container
     from ratchet_core.stores import require_schema
+    from ratchet_core.worker.settings import WORKER_MALLOC_ARENA_MAX
 
     state = ctx.find_root().obj
     container = get_container(ctx)
+    limit_malloc_arenas(container.settings().get(WORKER_MALLOC_ARENA_MAX))
     upgrade_command = getattr(state, "upgrade_command", "ratchet db upgrade")
     try:
         require_schema(container.job_store(), upgrade_command=upgrade_command)

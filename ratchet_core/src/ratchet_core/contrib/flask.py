@@ -243,7 +243,7 @@ def ratchet_cli(ctx: click.Context) -> None:
 def _mount_ratchet_commands() -> None:
     from ratchet_core.cli import main
 
-    for name, command in main.commands.items():
+    for name, command in main.all_commands.items():
         if name not in _HIDDEN_COMMANDS and name not in ratchet_cli.commands:
             ratchet_cli.add_command(command, name)
 

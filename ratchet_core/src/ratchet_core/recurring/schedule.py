@@ -29,12 +29,18 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import attrs
-from croniter import CroniterError, croniter
 
 from ratchet_api.errors import InvalidScheduleError
+
+if TYPE_CHECKING:
+    from croniter import croniter
+
+# croniter (and dateutil under it) is imported when a cron expression is first parsed: a
+# worker with no recurring definition never loads it.
 
 ALIASES = {
     "@yearly": "0 0 1 1 *",
@@ -121,6 +127,8 @@ class CronSchedule(Schedule):
     tz: tzinfo = attrs.field(eq=False, repr=False)
 
     def _iter(self, start: datetime) -> croniter:
+        from croniter import croniter
+
         return croniter(self.fields, start, second_at_beginning=self.seconds_first)
 
     def next_after(self, instant: datetime, anchor: datetime | None = None) -> datetime:
@@ -132,6 +140,8 @@ class CronSchedule(Schedule):
             self.tz, after + _TRANSITION_WINDOW
         )
         start = local - _TRANSITION_WINDOW if near_change else local
+        from croniter import CroniterError
+
         it = self._iter(start)
         best: datetime | None = None
         for _ in range(100_000):
@@ -216,6 +226,8 @@ def parse_schedule(expression: str, timezone: str = "UTC") -> Schedule:
         )
     seconds_first = len(parts) == 6
     hour = parts[2] if seconds_first else parts[1]
+    from croniter import CroniterError, croniter
+
     try:
         if not croniter.is_valid(fields, second_at_beginning=seconds_first):
             raise CroniterError("not a valid expression")

@@ -182,6 +182,20 @@ class WorkerSettings:
         )
 
 
+WORKER_MALLOC_ARENA_MAX = register_key(
+    RatchetConfigKey(
+        "worker.malloc_arena_max",
+        parse_int(0, 64),
+        2,
+        "glibc malloc arenas of a `ratchet worker` process (set with mallopt at start, as "
+        "MALLOC_ARENA_MAX would): each job thread otherwise gets its own arena, which keeps "
+        "freed memory and raises resident memory by several MiB; 0 keeps glibc's default. "
+        "Applied by the worker command only (not to an application embedding a worker), and "
+        "only where glibc is the C library.",
+    )
+)
+
+
 __all__ = [
     "WORKER_AUDIT",
     "WORKER_CLAIM_BATCH_SIZE",
@@ -193,6 +207,7 @@ __all__ = [
     "WORKER_POLL_BACKOFF",
     "WORKER_POLL_INTERVAL",
     "WORKER_POLL_MAX_INTERVAL",
+    "WORKER_MALLOC_ARENA_MAX",
     "WORKER_PREFETCH",
     "WORKER_RECOVERY_INTERVAL",
     "WORKER_SHUTDOWN_TIMEOUT",
