@@ -71,9 +71,11 @@ def render() -> str:
     ]
     for key in keys.values():
         meaning = key.description.replace("|", "\\|").replace("\n", " ")
-        lines.append(
-            f"| `{key.name}` | `{key.environment_variable}` | `{_default(key.default)}` | {meaning} |"
-        )
+        env = f"`{key.environment_variable}`"
+        aliases = config.ENV_ALIASES.get(key.name, ())
+        if aliases:
+            env += " (alias " + ", ".join(f"`{alias}`" for alias in aliases) + ")"
+        lines.append(f"| `{key.name}` | {env} | `{_default(key.default)}` | {meaning} |")
     for pattern, meaning in sorted(config.PATTERN_KEYS.items()):
         env = "RATCHET_" + pattern.upper().replace(".", "_").replace("<TYPE>", "<TYPE>")
         lines.append(f"| `{pattern}` | `{env}` | (unset) | {meaning} |")

@@ -183,3 +183,28 @@ def test_registering_a_different_key_under_a_taken_name_fails() -> None:
     with pytest.raises(ValueError, match=r"store\.url"):
         register_key(RatchetConfigKey("store.url", str, "other", ""))
     assert KEYS["store.url"] is STORE_URL
+
+
+def test_an_environment_alias_sets_its_key_and_the_own_variable_wins() -> None:
+    from ratchet_core.masking import MASK_PAYLOADS
+
+    assert chain().get(MASK_PAYLOADS) is False
+    assert chain(environ={"RATCHET_MASK_PAYLOADS": "true"}).get(MASK_PAYLOADS) is True
+    both = {"RATCHET_MASK_PAYLOADS": "true", "RATCHET_SECURITY_MASK_PAYLOADS": "false"}
+    assert chain(environ=both).get(MASK_PAYLOADS) is False
+    assert chain(environ={"RATCHET_MASK_PAYLOADS": "1"}).source_of(MASK_PAYLOADS) == "environment"
+    with pytest.raises(ConfigurationError, match="environment variable RATCHET_MASK_PAYLOADS"):
+        chain(environ={"RATCHET_MASK_PAYLOADS": "maybe"}).get(MASK_PAYLOADS)
+
+
+def test_an_alias_taken_by_another_key_is_refused() -> None:
+    taken = RatchetConfigKey("test.alias_clash", str, "", "")
+    with pytest.raises(ValueError, match=r"'store\.url''s own"):
+        register_key(taken, env_aliases=("RATCHET_STORE_URL",))
+    with pytest.raises(ValueError, match=r"taken by 'security\.mask_payloads'"):
+        register_key(taken, env_aliases=("RATCHET_MASK_PAYLOADS",))
+    with pytest.raises(ValueError, match="RATCHET_ followed by upper case"):
+        register_key(taken, env_aliases=("mask_payloads",))
+    with pytest.raises(ValueError, match=r"is an alias of 'security\.mask_payloads'"):
+        register_key(RatchetConfigKey("mask.payloads", str, "", ""))
+    assert "test.alias_clash" not in KEYS and "mask.payloads" not in KEYS

@@ -15,6 +15,7 @@ from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import JobStatus
 from ratchet_api.store import BatchStatus, BatchStore, Completion
 from tests.engine import batch_targets as bt
+from tests.engine import workflow_targets as wt
 
 
 def wait_for(check: Any, timeout: float, what: str) -> Any:
@@ -149,6 +150,11 @@ def test_a_bad_child_is_refused_before_anything_is_written(engine: Any) -> None:
     assert batch_of(engine, batch.id) is None
     with pytest.raises(InvalidJobError, match="batch name"):
         scheduler.batch("")
+    # a child has no parent: asking for its outcome is refused, as scheduler.enqueue refuses it
+    orphan = scheduler.batch("orphan").add(wt.add_one)
+    with pytest.raises(InvalidJobError, match=r"batch 'orphan'.*has no parent"):
+        orphan.enqueue()
+    assert batch_of(engine, orphan.id) is None
 
 
 def test_completion_lost_by_a_crash_is_recovered_by_the_sweep(

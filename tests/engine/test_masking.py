@@ -156,3 +156,14 @@ def test_ratchet_jobs_show_and_list_mask_with_masking_on(sqlite_url: str, make_w
         env_extra={"RATCHET_ENCRYPTION_KEYS": key},
     )  # fmt: skip
     assert json.loads(unmasked.stdout)["args"][1] == SECRET
+
+    # the short alias of security.mask_payloads (the spelling of issue 13)
+    alias = {"RATCHET_ENCRYPTION_KEYS": key, "RATCHET_MASK_PAYLOADS": "true"}
+    aliased = ratchet("jobs", "show", str(job_id), "--json", "--url", sqlite_url, env_extra=alias)
+    assert aliased.returncode == 0, aliased.stderr
+    assert json.loads(aliased.stdout)["args"] == [
+        "alice",
+        MASK,
+        {"api_token": MASK, "city": "Oslo"},
+    ]
+    assert SECRET not in aliased.stdout

@@ -228,7 +228,11 @@ class InvocationSubmissionService(Protocol):
     extension that accepts external input must validate and authorize it before building the
     invocation. Thread safe.
 
-    Methods whose engine feature is absent raise ``UnsupportedCapabilityError`` naming it."""
+    Every prepared invocation (a job, a batch child or callback, a streaming batch child) is
+    checked when it is enqueued, before anything is written: ``TargetNotImportableError`` (an
+    ``InvalidJobError``) when its target cannot be imported, ``ClassNotAllowedError`` when the
+    ``ClassPolicy`` refuses it, ``PayloadError`` when its arguments do not fit the target's
+    signature or hints, ``JobAuthorizationError`` from ``check_create``."""
 
     def enqueue_invocation(self, invocation: JobInvocation) -> JobBuilder:
         """A builder for a job running ``invocation`` as soon as possible (the options of
@@ -242,15 +246,25 @@ class InvocationSubmissionService(Protocol):
         ...
 
     def enqueue_invocation_batch(self, name: str) -> Any:
-        """A batch builder over invocations (needs the batch engine)."""
+        """A batch builder (the one of ``scheduler.batch(name)``): ``add(invocation)`` and
+        ``add_invocations(invocations)`` add children, ``on_success``/``on_failure``/
+        ``on_complete(invocation)`` callbacks, the batch options apply to every child, and
+        ``enqueue()`` checks every invocation, then writes the batch in one unit of work and
+        returns its id. The callbacks run once every child finished (docs/batches.md)."""
         ...
 
     def invocation_streaming_batch(self, name: str) -> Any:
-        """A streaming batch builder over invocations (needs the batch engine)."""
+        """A streaming batch builder: ``.items(items, factory)`` where ``factory(item)``
+        returns the ``JobInvocation`` of that item's child; ``enqueue()`` writes the children
+        chunk by chunk (resumable by ``name``, as ``scheduler.streaming_batch``). A child that
+        fails its checks fails its chunk (``BatchChunkError``)."""
         ...
 
-    def invocation_condition(self, invocation: JobInvocation) -> Any:
-        """A CUSTOM workflow condition evaluated by ``invocation`` (needs workflows)."""
+    def invocation_condition(self, invocation: JobInvocation) -> Condition:
+        """The CUSTOM workflow condition for ``.branch(condition, ...)``: ``invocation``'s
+        target (a module-level function or static method allowed by the ``ClassPolicy``) is
+        called with its stored arguments and then the parent's ``JobResult`` and must return a
+        bool. Checked now (``InvalidJobError`` naming the target)."""
         ...
 
 

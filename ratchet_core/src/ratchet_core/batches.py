@@ -32,19 +32,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Self
 from uuid import UUID
 
 import attrs
 
-from ratchet_api.errors import InvalidJobError, UnsupportedCapabilityError
+from ratchet_api.errors import InvalidJobError, PayloadError, UnsupportedCapabilityError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobInvocation, JobPriority, JobStatus, JobType
 from ratchet_api.store.entities import MAX_KEY_LENGTH, BatchEntity, BatchStatus, JobEntity
 from ratchet_api.store.protocols import BatchStore, JobStore
-from ratchet_core.builder import JobOptions, check_max_retries, check_tags, parse_priority
-from ratchet_core.flow_control import check_flow_key, check_permits, check_rate
+from ratchet_core.builder import JobOptions, JobOptionSetters
+from ratchet_core.workflow.plan import refuse_parent_placeholders
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
@@ -101,7 +101,34 @@ def parent_job(batch_id: UUID, callbacks: dict[str, list[UUID]], now: datetime) 
     )
 
 
-Callback = tuple[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+ChildTarget = Callable[..., Any] | JobInvocation
+"""What a batch child or callback runs: a function (with its arguments) or a prepared
+``JobInvocation`` (the ``InvocationSubmissionService`` path; it carries its arguments)."""
+
+Callback = tuple[str, ChildTarget, tuple[Any, ...], dict[str, Any]]
+
+
+def refuse_arguments(what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """``InvalidJobError`` when arguments come with a prepared ``JobInvocation``."""
+    if args or kwargs:
+        raise InvalidJobError(
+            f"{what}: the arguments of a prepared JobInvocation cannot be changed (it carries "
+            "its own)"
+        )
+
+
+def check_child_invocation(scheduler: SchedulerService, invocation: Any) -> JobInvocation:
+    """A prepared child or callback invocation after the checks ``enqueue_invocation``
+    applies (a ``JobInvocation``; importable, allowed by the class policy, arguments matching
+    the signature, every argument restorable from its hint)."""
+    return scheduler.check_job_invocation(invocation)
+
+
+def _named(what: str, exc: InvalidJobError | PayloadError) -> InvalidJobError | PayloadError:
+    """``exc`` (same type) with ``what`` in front of its message."""
+    named = type(exc)(f"{what}: {exc}")
+    named.__cause__ = exc
+    return named
 
 
 def callback_jobs(
@@ -117,9 +144,12 @@ def callback_jobs(
     jobs: list[JobEntity] = []
     for kind, fn, args, kwargs in callbacks:
         try:
-            invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
-        except InvalidJobError as exc:
-            raise type(exc)(f"batch {name!r} {kind} callback: {exc}") from exc
+            if isinstance(fn, JobInvocation):
+                invocation = check_child_invocation(scheduler, fn)
+            else:
+                invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
+        except (InvalidJobError, PayloadError) as exc:
+            raise _named(f"batch {name!r} {kind} callback", exc) from exc
         job = attrs.evolve(
             scheduler._entity(invocation, JobOptions(priority=options.priority), now),
             status=JobStatus.WAITING,
@@ -137,30 +167,39 @@ class _Children:
     kwargs: dict[str, Any] | None = None
 
 
-class BatchBuilder:
+class BatchBuilder(JobOptionSetters):
     """Collects a batch's children and callbacks; ``enqueue()`` writes them all at once.
 
     ``id`` is the batch id, known before ``enqueue`` so that callbacks can take it as an
-    argument. Options (``priority``, ``tags``, ``max_retries``) apply to every child. Every
-    target and argument is validated by ``enqueue()`` before anything is written
-    (``InvalidJobError`` naming the child or callback). Single use, not thread safe.
+    argument. Children and callbacks are functions with their arguments or prepared
+    ``JobInvocation`` objects (the ``InvocationSubmissionService`` path). Options
+    (``priority``, ``tags``, ``max_retries``, ``resource``, ``rate_limit``, ``transaction``:
+    the job builder's setters and checks) apply to every child. Every target and argument is
+    validated by ``enqueue()`` before anything is written (``InvalidJobError`` naming the
+    batch and the child or callback; a prepared invocation gets the checks of
+    ``enqueue_invocation``). Single use, not thread safe.
     """
 
     def __init__(self, scheduler: SchedulerService, name: str) -> None:
         self._scheduler = scheduler
         self.name = check_batch_name(name)
         self.id: UUID = uuid7()
-        self._children: list[_Children] = []
+        self._children: list[_Children | JobInvocation] = []
         self._callbacks: list[Callback] = []
         self._options = JobOptions()
         self._used = False
 
-    def add(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
-        """One child running ``fn(*args, **kwargs)``."""
-        self._children.append(_Children(fn, [args], dict(kwargs)))
+    def add(self, fn: ChildTarget, /, *args: Any, **kwargs: Any) -> Self:
+        """One child running ``fn(*args, **kwargs)``, or the prepared ``JobInvocation``
+        ``fn`` (no further arguments)."""
+        if isinstance(fn, JobInvocation):
+            refuse_arguments(f"batch {self.name!r}", args, kwargs)
+            self._children.append(fn)
+        else:
+            self._children.append(_Children(fn, [args], dict(kwargs)))
         return self
 
-    def add_many(self, fn: Callable[..., Any], arg_tuples: Iterable[Sequence[Any]]) -> BatchBuilder:
+    def add_many(self, fn: Callable[..., Any], arg_tuples: Iterable[Sequence[Any]]) -> Self:
         """One child per argument tuple (the ``enqueue_many`` form)."""
         if isinstance(arg_tuples, (str, bytes)):
             raise InvalidJobError("add_many expects an iterable of argument tuples")
@@ -174,59 +213,42 @@ class BatchBuilder:
         self._children.append(_Children(fn, items))
         return self
 
-    def on_success(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
-        """Run ``fn(*args, **kwargs)`` once every child finished and none failed."""
-        self._callbacks.append((ON_SUCCESS, fn, args, dict(kwargs)))
+    def add_invocations(self, invocations: Iterable[JobInvocation]) -> Self:
+        """One child per prepared ``JobInvocation``."""
+        if isinstance(invocations, (str, bytes, JobInvocation)) or not isinstance(
+            invocations, Iterable
+        ):
+            raise InvalidJobError("add_invocations expects an iterable of JobInvocation objects")
+        items = list(invocations)
+        for index, invocation in enumerate(items):
+            if not isinstance(invocation, JobInvocation):
+                raise InvalidJobError(
+                    f"batch {self.name!r}: item {index} must be a JobInvocation, got "
+                    f"{type(invocation).__name__}"
+                )
+        self._children.extend(items)
         return self
 
-    def on_failure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
-        """Run ``fn(*args, **kwargs)`` once every child finished and at least one failed
-        (dead letter or cancelled)."""
-        self._callbacks.append((ON_FAILURE, fn, args, dict(kwargs)))
+    def _callback(self, kind: str, fn: ChildTarget, args: tuple[Any, ...], kwargs: Any) -> Self:
+        if isinstance(fn, JobInvocation):
+            refuse_arguments(f"batch {self.name!r} {kind} callback", args, kwargs)
+        self._callbacks.append((kind, fn, args, dict(kwargs)))
         return self
 
-    def on_complete(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
-        """Run ``fn(*args, **kwargs)`` once every child finished, whatever the outcome."""
-        self._callbacks.append((ON_COMPLETE, fn, args, dict(kwargs)))
-        return self
+    def on_success(self, fn: ChildTarget, /, *args: Any, **kwargs: Any) -> Self:
+        """Run ``fn(*args, **kwargs)`` (or the prepared invocation ``fn``) once every child
+        finished and none failed."""
+        return self._callback(ON_SUCCESS, fn, args, kwargs)
 
-    def priority(self, priority: JobPriority | int | str) -> BatchBuilder:
-        """Priority of every child (and callback)."""
-        self._options.priority = parse_priority(priority)
-        return self
+    def on_failure(self, fn: ChildTarget, /, *args: Any, **kwargs: Any) -> Self:
+        """Run ``fn(*args, **kwargs)`` (or the prepared invocation ``fn``) once every child
+        finished and at least one failed (dead letter or cancelled)."""
+        return self._callback(ON_FAILURE, fn, args, kwargs)
 
-    def tags(self, *tags: str) -> BatchBuilder:
-        """Tags of every child (added to earlier ones)."""
-        self._options.tags = check_tags(self._options.tags + tuple(tags))
-        return self
-
-    def max_retries(self, retries: int) -> BatchBuilder:
-        """Retries of every child before it counts as failed."""
-        self._options.max_retries = check_max_retries(retries)
-        return self
-
-    def resource(self, key: str, *, permits: int) -> BatchBuilder:
-        """Every child holds resource ``key``: at most ``permits`` of them (and of other jobs
-        holding it) run at once."""
-        self._options.resource_key = check_flow_key("resource", key)
-        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
-        return self
-
-    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> BatchBuilder:
-        """Children start at most ``limit`` per ``per`` (shared with other jobs of ``key``)."""
-        count, seconds = check_rate(limit, per)
-        self._options.flow = attrs.evolve(
-            self._options.flow,
-            rate_key=check_flow_key("rate_limit", key),
-            rate_limit=count,
-            rate_per=seconds,
-        )
-        return self
-
-    def transaction(self, transaction: object | None) -> BatchBuilder:
-        """Write the batch inside the caller's open transaction: a rollback leaves nothing."""
-        self._options.transaction = transaction
-        return self
+    def on_complete(self, fn: ChildTarget, /, *args: Any, **kwargs: Any) -> Self:
+        """Run ``fn(*args, **kwargs)`` (or the prepared invocation ``fn``) once every child
+        finished, whatever the outcome."""
+        return self._callback(ON_COMPLETE, fn, args, kwargs)
 
     def enqueue(self) -> UUID:
         """Validate every child and callback, then write the batch with all its jobs in one
@@ -268,17 +290,27 @@ class BatchBuilder:
             self._complete_empty(options)
         return self.id
 
-    def _resolve(self, group: _Children) -> list[JobInvocation]:
+    def _resolve(self, group: _Children | JobInvocation) -> list[JobInvocation]:
+        """The group's validated invocations. A child has no parent: one asking for a
+        parent's outcome is refused, as ``scheduler.enqueue`` refuses it."""
         resolver = self._scheduler._resolver
         try:
-            if group.kwargs is not None:
-                return [resolver.resolve(group.target, list(group.arg_tuples[0]), group.kwargs)]
-            resolve_many = getattr(resolver, "resolve_many", None)
-            if callable(resolve_many):
-                return list(resolve_many(group.target, group.arg_tuples))
-            return [resolver.resolve(group.target, list(a), {}) for a in group.arg_tuples]
-        except InvalidJobError as exc:
-            raise type(exc)(f"batch {self.name!r}: {exc}") from exc
+            if isinstance(group, JobInvocation):
+                invocations = [check_child_invocation(self._scheduler, group)]
+            elif group.kwargs is not None:
+                args = list(group.arg_tuples[0])
+                invocations = [resolver.resolve(group.target, args, group.kwargs)]
+            elif callable(resolve_many := getattr(resolver, "resolve_many", None)):
+                invocations = list(resolve_many(group.target, group.arg_tuples))
+            else:
+                invocations = [
+                    resolver.resolve(group.target, list(a), {}) for a in group.arg_tuples
+                ]
+            if invocations:
+                refuse_parent_placeholders(invocations[0])  # one target per group
+        except (InvalidJobError, PayloadError) as exc:
+            raise _named(f"batch {self.name!r}", exc) from exc
+        return invocations
 
     def _complete_empty(self, options: JobOptions) -> None:
         tracker = BatchTracker(self._scheduler.store)
@@ -426,7 +458,9 @@ class BatchTracker:
 __all__ = [
     "BATCH_TARGET",
     "Callback",
+    "ChildTarget",
     "callback_jobs",
+    "check_child_invocation",
     "BatchBuilder",
     "BatchTracker",
     "check_batch_name",

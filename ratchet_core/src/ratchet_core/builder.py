@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 from uuid import UUID
 
 import attrs
@@ -205,7 +205,55 @@ def check_at(value: Any) -> datetime:
     return value.astimezone(UTC)
 
 
-class DefaultJobBuilder:
+class JobOptionSetters:
+    """The option setters shared by every builder that creates jobs: ``DefaultJobBuilder`` (one
+    job) and the batch builders (every child). Each validates its value when it is set
+    (``InvalidJobError`` naming the option) and records it in the builder's ``JobOptions``."""
+
+    _options: JobOptions
+
+    def priority(self, priority: JobPriority | int | str) -> Self:
+        """An int from -100 to 100 (higher runs first), a ``JobPriority`` or its name."""
+        self._options.priority = parse_priority(priority)
+        return self
+
+    def tags(self, *tags: str) -> Self:
+        """Tags to find the job by (added to earlier ones; each at most 128 characters)."""
+        self._options.tags = check_tags(self._options.tags + tuple(tags))
+        return self
+
+    def max_retries(self, retries: int) -> Self:
+        """Retries after the first attempt before the job goes to the dead letter (0 = none)."""
+        self._options.max_retries = check_max_retries(retries)
+        return self
+
+    def resource(self, key: str, *, permits: int) -> Self:
+        """At most ``permits`` jobs holding resource ``key`` run at once across every worker
+        (see :mod:`ratchet_core.flow_control`)."""
+        self._options.resource_key = check_flow_key("resource", key)
+        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
+        return self
+
+    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> Self:
+        """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` (a timedelta or
+        seconds) across every worker."""
+        count, seconds = check_rate(limit, per)
+        self._options.flow = attrs.evolve(
+            self._options.flow,
+            rate_key=check_flow_key("rate_limit", key),
+            rate_limit=count,
+            rate_per=seconds,
+        )
+        return self
+
+    def transaction(self, transaction: object | None) -> Self:
+        """Write inside the caller's open transaction (a SQLAlchemy ``Connection`` or
+        ``Session``, a pymongo ``ClientSession``): rollback removes it, wake-ups wait for commit."""
+        self._options.transaction = transaction
+        return self
+
+
+class DefaultJobBuilder(JobOptionSetters):
     """Collects a job's target, arguments and options; ``enqueue()`` creates it."""
 
     def __init__(
@@ -236,20 +284,6 @@ class DefaultJobBuilder:
         self._kwargs.update(kwargs)
         return self
 
-    def priority(self, priority: JobPriority | int | str) -> DefaultJobBuilder:
-        self._options.priority = parse_priority(priority)
-        return self
-
-    def tags(self, *tags: str) -> DefaultJobBuilder:
-        """Tags to find the job by (added to earlier ones; each at most 128 characters)."""
-        self._options.tags = check_tags(self._options.tags + tuple(tags))
-        return self
-
-    def max_retries(self, retries: int) -> DefaultJobBuilder:
-        """Retries after the first attempt before the job goes to the dead letter (0 = none)."""
-        self._options.max_retries = check_max_retries(retries)
-        return self
-
     def backoff(self, policy: BackoffPolicy | float | timedelta | None) -> DefaultJobBuilder:
         """Delay between attempts: a ``BackoffPolicy`` or a fixed delay in seconds."""
         self._options.backoff = check_backoff(policy)
@@ -275,31 +309,6 @@ class DefaultJobBuilder:
         """Run no earlier than ``when`` (timezone-aware)."""
         self._options.run_at = check_at(when)
         self._options.delay = None
-        return self
-
-    def resource(self, key: str, *, permits: int) -> DefaultJobBuilder:
-        """At most ``permits`` jobs holding resource ``key`` run at once across every worker
-        (see :mod:`ratchet_core.flow_control`)."""
-        self._options.resource_key = check_flow_key("resource", key)
-        self._options.flow = attrs.evolve(self._options.flow, permits=check_permits(permits))
-        return self
-
-    def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> DefaultJobBuilder:
-        """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` (a timedelta or
-        seconds) across every worker."""
-        count, seconds = check_rate(limit, per)
-        self._options.flow = attrs.evolve(
-            self._options.flow,
-            rate_key=check_flow_key("rate_limit", key),
-            rate_limit=count,
-            rate_per=seconds,
-        )
-        return self
-
-    def transaction(self, transaction: object | None) -> DefaultJobBuilder:
-        """Write the job inside the caller's open transaction (a SQLAlchemy ``Connection`` or
-        ``Session``, a pymongo ``ClientSession``): rollback removes it, wake-ups wait for commit."""
-        self._options.transaction = transaction
         return self
 
     # ------------------------------------------------------------ workflows (docs/workflows.md)
@@ -401,4 +410,4 @@ class DefaultJobBuilder:
             raise _bad(option, "the arguments of a prepared JobInvocation cannot be changed")
 
 
-__all__ = ["DefaultJobBuilder", "JobOptions", "parse_priority"]
+__all__ = ["DefaultJobBuilder", "JobOptionSetters", "JobOptions", "parse_priority"]

@@ -6,8 +6,8 @@ defines it next to its use and registers it with :func:`register_key`, so ``ratc
 
 Resolution order (first source that defines a key wins): the explicit overrides dict given to the
 container, then environment variables (``RATCHET_`` + the upper-cased name, dots as
-underscores), then a TOML file (``RATCHET_CONFIG_FILE`` or ``./ratchet.toml``, table
-``[ratchet]``), then the key's default.
+underscores; then the key's aliases, see :data:`ENV_ALIASES`), then a TOML file
+(``RATCHET_CONFIG_FILE`` or ``./ratchet.toml``, table ``[ratchet]``), then the key's default.
 """
 
 from __future__ import annotations
@@ -34,12 +34,23 @@ KEYS: dict[str, RatchetConfigKey[Any]] = {}
 PATTERN_KEYS: dict[str, str] = {}
 """Keys whose name contains a placeholder (``worker.concurrency.<type>``): pattern -> meaning."""
 
+ENV_ALIASES: dict[str, tuple[str, ...]] = {}
+"""Further environment variables of a key (key name -> variables), read by
+:class:`EnvironmentConfigSource` in order when the key's own variable is not set."""
+
 _KEYS_LOCK = threading.Lock()
+_ALIAS = re.compile(r"RATCHET_[A-Z0-9_]+")
 
 
-def register_key(key: RatchetConfigKey[T]) -> RatchetConfigKey[T]:
+def register_key(
+    key: RatchetConfigKey[T], *, env_aliases: Sequence[str] = ()
+) -> RatchetConfigKey[T]:
     """Add ``key`` to :data:`KEYS` and return it. Registering an equal key again is a no-op;
-    registering a different key under a name already taken raises ``ValueError``."""
+    registering a different key under a name already taken raises ``ValueError``.
+
+    ``env_aliases`` are further environment variables (``RATCHET_`` + upper case) that set the
+    key when its own variable is not set (the key's own variable wins when both are). An alias
+    may not be another key's variable or another key's alias (``ValueError``)."""
     with _KEYS_LOCK:
         existing = KEYS.get(key.name)
         if existing is not None and existing != key:
@@ -47,8 +58,33 @@ def register_key(key: RatchetConfigKey[T]) -> RatchetConfigKey[T]:
                 f"configuration key {key.name!r} is already registered with default "
                 f"{existing.default!r}; choose another name"
             )
+        for alias in env_aliases:
+            _check_alias(key, alias)
+        for name, aliases in ENV_ALIASES.items():
+            if name != key.name and key.environment_variable in aliases:
+                raise ValueError(
+                    f"the environment variable {key.environment_variable} of {key.name!r} is "
+                    f"an alias of {name!r}; choose another name"
+                )
         KEYS[key.name] = key
+        if env_aliases:
+            known = ENV_ALIASES.get(key.name, ())
+            ENV_ALIASES[key.name] = tuple(dict.fromkeys((*known, *env_aliases)))
     return key
+
+
+def _check_alias(key: RatchetConfigKey[Any], alias: str) -> None:
+    if not isinstance(alias, str) or not _ALIAS.fullmatch(alias):
+        raise ValueError(
+            f"environment alias {alias!r} of {key.name!r} must be RATCHET_ followed by upper "
+            "case letters, digits and underscores"
+        )
+    for other in KEYS.values():
+        if other.name != key.name and other.environment_variable == alias:
+            raise ValueError(f"environment alias {alias} of {key.name!r} is {other.name!r}'s own")
+    for name, aliases in ENV_ALIASES.items():
+        if name != key.name and alias in aliases:
+            raise ValueError(f"environment alias {alias} of {key.name!r} is taken by {name!r}")
 
 
 def register_pattern(pattern: str, description: str) -> None:
@@ -208,8 +244,9 @@ class DictConfigSource:
 
 
 class EnvironmentConfigSource:
-    """Environment variables: ``store.url`` is read from ``RATCHET_STORE_URL``. Read on every
-    lookup (the config caches parsed values)."""
+    """Environment variables: ``store.url`` is read from ``RATCHET_STORE_URL``, then from the
+    key's aliases (:data:`ENV_ALIASES`) in order. Read on every lookup (the config caches
+    parsed values)."""
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = environ
@@ -220,7 +257,18 @@ class EnvironmentConfigSource:
 
     def get(self, property_name: str, environment_variable: str) -> str | None:
         env = os.environ if self._environ is None else self._environ
-        return env.get(environment_variable)
+        return env.get(self.variable_of(property_name, environment_variable))
+
+    def variable_of(self, property_name: str, environment_variable: str) -> str:
+        """The variable that sets the key: its own when set (or when none is), else the first
+        alias that is set."""
+        env = os.environ if self._environ is None else self._environ
+        if environment_variable in env:
+            return environment_variable
+        for alias in ENV_ALIASES.get(property_name, ()):
+            if alias in env:
+                return alias
+        return environment_variable
 
 
 class TomlFileConfigSource:
@@ -342,7 +390,8 @@ class DefaultRatchetConfig:
             raw, source = found
             where = _describe(source)
             if isinstance(source, EnvironmentConfigSource):
-                where = f"environment variable {key.environment_variable}"
+                variable = source.variable_of(key.name, key.environment_variable)
+                where = f"environment variable {variable}"
             try:
                 value = key.parse(raw)
             except (ValueError, TypeError) as exc:
@@ -357,6 +406,7 @@ class DefaultRatchetConfig:
 __all__ = [
     "ALTERNATIVES_ENTRY_POINTS",
     "ALTERNATIVES_MODULES",
+    "ENV_ALIASES",
     "KEYS",
     "PATTERN_KEYS",
     "STORE_URL",

@@ -29,7 +29,8 @@ MASK_PAYLOADS: RatchetConfigKey[bool] = register_key(
         "Mask sensitive fields (password, token, ... per the PayloadMaskingPolicy, plus the "
         "fields a job lists in its ratchet.mask_fields property) in scheduler.detail() and "
         "`ratchet jobs show/list`. Stored values and what workers receive are unchanged.",
-    )
+    ),
+    env_aliases=("RATCHET_MASK_PAYLOADS",),
 )
 
 

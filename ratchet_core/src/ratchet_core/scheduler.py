@@ -66,7 +66,7 @@ from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
-from ratchet_core.streaming import StreamingBatchBuilder
+from ratchet_core.streaming import InvocationStreamingBatchBuilder, StreamingBatchBuilder
 from ratchet_core.tracing import tracing_from_config
 from ratchet_core.workflow.plan import (
     WorkflowPlan,
@@ -190,6 +190,11 @@ class SchedulerService:
         """A builder for a batch whose children come from ``items`` through ``factory``,
         written chunk by chunk and resumable by name (see :mod:`ratchet_core.streaming`)."""
         return StreamingBatchBuilder(self, name, items, factory)
+
+    def invocation_streaming_batch(self, name: str, /) -> InvocationStreamingBatchBuilder:
+        """A streaming batch whose ``.items(items, factory)`` factory returns a prepared
+        ``JobInvocation`` per item (the InvocationSubmissionService path)."""
+        return InvocationStreamingBatchBuilder(self, name)
 
     def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:

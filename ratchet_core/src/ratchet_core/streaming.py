@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 from uuid import UUID
 
 import attrs
@@ -45,10 +45,11 @@ from ratchet_core.batches import (
     BatchBuilder,
     BatchTracker,
     callback_jobs,
+    check_child_invocation,
     parent_job,
     require_batch_store,
 )
-from ratchet_core.payload import encode_invocation
+from ratchet_core.workflow.plan import refuse_parent_placeholders
 
 if TYPE_CHECKING:
     from ratchet_core.scheduler import SchedulerService
@@ -82,6 +83,9 @@ class StreamingBatchBuilder(BatchBuilder):
     """``BatchBuilder`` options and callbacks, children from ``items`` through ``factory``.
     ``add``/``add_many`` are not available (the items are the children)."""
 
+    _items: Iterable[Any]
+    _factory: Callable[[Any], Any]
+
     def __init__(
         self,
         scheduler: SchedulerService,
@@ -90,23 +94,29 @@ class StreamingBatchBuilder(BatchBuilder):
         factory: Callable[[Any], Any],
     ) -> None:
         super().__init__(scheduler, name)
-        if not callable(factory):
-            raise InvalidJobError(f"streaming batch {name!r}: factory must be callable")
-        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-            raise InvalidJobError(f"streaming batch {name!r}: items must be an iterable")
         self.id = streaming_batch_id(self.name)
-        self._items = items
-        self._factory = factory
+        self._set_source(items, factory)
         self._chunk_size = DEFAULT_CHUNK_SIZE
         self._listeners: list[Callable[[BatchChunkFailure], None]] = []
 
-    def add(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> BatchBuilder:
+    def _set_source(self, items: Iterable[Any], factory: Callable[[Any], Any]) -> None:
+        if not callable(factory):
+            raise InvalidJobError(f"streaming batch {self.name!r}: factory must be callable")
+        if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+            raise InvalidJobError(f"streaming batch {self.name!r}: items must be an iterable")
+        self._items = items
+        self._factory = factory
+
+    def add(self, fn: Any, /, *args: Any, **kwargs: Any) -> Self:
         raise InvalidJobError("a streaming batch takes its children from its items")
 
-    def add_many(self, fn: Callable[..., Any], arg_tuples: Iterable[Any]) -> BatchBuilder:
+    def add_many(self, fn: Callable[..., Any], arg_tuples: Iterable[Any]) -> Self:
         raise InvalidJobError("a streaming batch takes its children from its items")
 
-    def chunk_size(self, size: int) -> StreamingBatchBuilder:
+    def add_invocations(self, invocations: Iterable[JobInvocation]) -> Self:
+        raise InvalidJobError("a streaming batch takes its children from its items")
+
+    def chunk_size(self, size: int) -> Self:
         """Items per chunk (default 1000): memory holds one chunk, each chunk one commit."""
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_CHUNK_SIZE:
             raise InvalidJobError(
@@ -115,15 +125,13 @@ class StreamingBatchBuilder(BatchBuilder):
         self._chunk_size = size
         return self
 
-    def on_chunk_failure(
-        self, listener: Callable[[BatchChunkFailure], None]
-    ) -> StreamingBatchBuilder:
+    def on_chunk_failure(self, listener: Callable[[BatchChunkFailure], None]) -> Self:
         """Call ``listener`` (in the enqueuing thread) when a chunk fails, before
         ``BatchChunkError`` is raised."""
         self._listeners.append(listener)
         return self
 
-    def transaction(self, transaction: object | None) -> BatchBuilder:
+    def transaction(self, transaction: object | None) -> Self:
         raise InvalidJobError(
             "a streaming batch commits chunk by chunk; it cannot join one transaction"
         )
@@ -214,29 +222,38 @@ class StreamingBatchBuilder(BatchBuilder):
         ]
 
     def _invocations(self, chunk: list[Any], first: int) -> list[JobInvocation]:
+        """The chunk's children, validated: a ``(fn, *args)`` through the resolver, a
+        ``JobInvocation`` with the checks of ``enqueue_invocation``."""
         made = [self._factory(item) for item in chunk]
         for n, child in enumerate(made):
-            if isinstance(child, JobInvocation):
-                continue
-            if not isinstance(child, tuple) or not child or not callable(child[0]):
-                raise InvalidJobError(
-                    f"factory returned {child!r} for item {first + n}; return (fn, *args) or "
-                    "a JobInvocation"
-                )
+            self._check_made(child, first + n)
         resolver = self._scheduler._resolver
         targets = {id(c[0]) for c in made if isinstance(c, tuple)}
         resolve_many = getattr(resolver, "resolve_many", None)
         if len(targets) == 1 and callable(resolve_many) and all(isinstance(c, tuple) for c in made):
             # one target for the whole chunk (the usual case): vetted once
-            return list(resolve_many(made[0][0], [c[1:] for c in made]))
-        out: list[JobInvocation] = []
+            out = list(resolve_many(made[0][0], [c[1:] for c in made]))
+            refuse_parent_placeholders(out[0])
+            return out
+        out = []
         for child in made:
             if isinstance(child, JobInvocation):
-                encode_invocation(child)  # refuses what cannot be stored
-                out.append(child)
+                invocation = check_child_invocation(self._scheduler, child)
             else:
-                out.append(resolver.resolve(child[0], list(child[1:]), {}))
+                invocation = resolver.resolve(child[0], list(child[1:]), {})
+            refuse_parent_placeholders(invocation)  # a child has no parent
+            out.append(invocation)
         return out
+
+    def _check_made(self, child: Any, index: int) -> None:
+        """``InvalidJobError`` when ``factory`` returned something that is not a child."""
+        if isinstance(child, JobInvocation):
+            return
+        if not isinstance(child, tuple) or not child or not callable(child[0]):
+            raise InvalidJobError(
+                f"factory returned {child!r} for item {index}; return (fn, *args) or "
+                "a JobInvocation"
+            )
 
     def _chunk_failed(self, chunk_no: int, first: int, exc: Exception) -> None:
         batches = require_batch_store(self._scheduler.store, "scheduler.streaming_batch")
@@ -257,9 +274,46 @@ class StreamingBatchBuilder(BatchBuilder):
         raise BatchChunkError(self.id, chunk_no, first, str(exc)) from exc
 
 
+class InvocationStreamingBatchBuilder(StreamingBatchBuilder):
+    """The streaming batch of the ``InvocationSubmissionService``: ``factory(item)`` returns a
+    prepared ``JobInvocation`` (checked as ``enqueue_invocation`` checks one). Set the items
+    with :meth:`items` before ``enqueue()``; everything else (chunks, resume by name,
+    callbacks, options) is the ``StreamingBatchBuilder``'s."""
+
+    def __init__(self, scheduler: SchedulerService, name: str) -> None:
+        super().__init__(scheduler, name, (), _no_factory)
+        self._has_items = False
+
+    def items(self, items: Iterable[Any], factory: Callable[[Any], JobInvocation]) -> Self:
+        """The children: one per item of ``items``, ``factory(item)`` being its invocation."""
+        self._set_source(items, factory)
+        self._has_items = True
+        return self
+
+    def enqueue(self) -> UUID:
+        if not self._has_items:
+            raise InvalidJobError(
+                f"streaming invocation batch {self.name!r}: call .items(items, factory) "
+                "before enqueue()"
+            )
+        return super().enqueue()
+
+    def _check_made(self, child: Any, index: int) -> None:
+        if not isinstance(child, JobInvocation):
+            raise InvalidJobError(
+                f"factory returned {child!r} for item {index}; an invocation streaming batch "
+                "takes a JobInvocation per item"
+            )
+
+
+def _no_factory(item: Any) -> Any:
+    raise InvalidJobError("no items: call .items(items, factory)")
+
+
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "BatchChunkFailure",
+    "InvocationStreamingBatchBuilder",
     "StreamingBatchBuilder",
     "streaming_batch_id",
 ]

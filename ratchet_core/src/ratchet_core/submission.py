@@ -1,22 +1,23 @@
 """``DefaultInvocationSubmissionService``: prepared invocations through the builders' path.
 
-``enqueue_invocation``/``schedule_invocation`` return the scheduler's own builder over the
-invocation, so every option, check and side effect of ``scheduler.job(fn)`` applies
+Every method returns (or delegates to) the scheduler's own builders, so every option, check
+and side effect of ``scheduler.job(fn)``, ``scheduler.batch(name)``,
+``scheduler.streaming_batch(...)`` and ``scheduler.invocation_condition(...)`` applies
 (validation at ``enqueue()``, idempotency, tags, properties, ``.encrypted()``, authorization,
-wake-ups). Batches and workflow conditions are not part of this engine yet: those three
-methods raise ``UnsupportedCapabilityError`` naming the missing feature rather than storing
-something no worker would complete.
+wake-ups, batch completion and callbacks, workflow condition rows).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from ratchet_api.errors import InvalidJobError, UnsupportedCapabilityError
+from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import JobInvocation
+from ratchet_api.workflow import Condition
+from ratchet_core.batches import BatchBuilder
 from ratchet_core.builder import DefaultJobBuilder
 from ratchet_core.scheduler import SchedulerService
+from ratchet_core.streaming import InvocationStreamingBatchBuilder
 
 
 class DefaultInvocationSubmissionService:
@@ -35,16 +36,20 @@ class DefaultInvocationSubmissionService:
     ) -> DefaultJobBuilder:
         return self.enqueue_invocation(invocation).delay(delay)
 
-    def enqueue_invocation_batch(self, name: str) -> Any:
-        raise UnsupportedCapabilityError("the batch engine", f"invocation batch {name!r}")
+    def enqueue_invocation_batch(self, name: str) -> BatchBuilder:
+        """``scheduler.batch(name)``: ``add(invocation)`` / ``add_invocations(...)`` children,
+        ``on_success(invocation)`` (and ``on_failure``/``on_complete``) callbacks; each is
+        checked by ``enqueue()`` as ``enqueue_invocation`` checks one."""
+        return self._scheduler.batch(name)
 
-    def invocation_streaming_batch(self, name: str) -> Any:
-        raise UnsupportedCapabilityError("the batch engine", f"streaming invocation batch {name!r}")
+    def invocation_streaming_batch(self, name: str) -> InvocationStreamingBatchBuilder:
+        """A streaming batch whose ``.items(items, factory)`` factory returns a
+        ``JobInvocation`` per item."""
+        return self._scheduler.invocation_streaming_batch(name)
 
-    def invocation_condition(self, invocation: JobInvocation) -> Any:
-        raise UnsupportedCapabilityError(
-            "workflow conditions", f"invocation condition on {invocation.target}"
-        )
+    def invocation_condition(self, invocation: JobInvocation) -> Condition:
+        """``scheduler.invocation_condition(invocation)`` (for ``.branch(...)``)."""
+        return self._scheduler.invocation_condition(invocation)
 
 
 __all__ = ["DefaultInvocationSubmissionService"]
