@@ -13,6 +13,7 @@ only a row that fails is structured again by a detailed one to name the column.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -145,7 +146,12 @@ def _build(detailed: bool) -> cattrs.Converter:
 
 
 _fast = _build(detailed=False)
-_detailed = _build(detailed=True)
+
+
+@functools.cache
+def _detailed() -> cattrs.Converter:
+    """Built on the first row that fails (start-up pays for the fast converter only)."""
+    return _build(detailed=True)
 
 
 def _first_field(exc: BaseException) -> tuple[str, str]:
@@ -168,7 +174,7 @@ def _structure(row: Mapping[str, Any], cls: type[T], job_id: UUID | None = None)
     except (ValueError, TypeError, KeyError):
         pass
     try:
-        found = _detailed.structure(row, cls)
+        found = _detailed().structure(row, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
         field, reason = _first_field(exc)
         what = "stored row is invalid" if field == "row" else "invalid stored value"
