@@ -12,7 +12,9 @@ line, then an end or failure line, with the process id). At the end:
   those successes ran on a SIGKILLed process (its completion write died with it), on the
   stopped process while it was being declared dead (its late completion was refused), or
   before every database connection was killed (its completion or its node's heartbeats were
-  cut off, so the claim was recovered);
+  cut off, so the claim was recovered), or on a live node that another node declared dead (its
+  heartbeats came later than ``worker.node_timeout`` on a loaded machine; the declaration is
+  read from the workers' logs and must follow the execution's start);
 * no job is dead-lettered without a failed execution (a planned failure, or an execution
   lost with its worker: SIGKILLed, even after the job's code ended, since its batched
   completion write died with it; or stopped, declared dead and its late result refused).
@@ -25,11 +27,13 @@ line, then an end or failure line, with the process id). At the end:
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +84,26 @@ class Cluster:
         self.stopped[process.pid] = time.time()
         process.send_signal(signal.SIGCONT)
 
+    def declared_dead(self) -> dict[int, float]:
+        """pid -> when another node's recovery, having reset its claims, logged it dead (a live
+        node too, whose heartbeats came late on a loaded machine: at-least-once allows the
+        rerun). Read from the workers' logs (``<cwd>/<node>.out``)."""
+        line = re.compile(
+            r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING .*?nodes (.+?) stopped heartbeating:"
+        )
+        pids = {node: process.pid for node, process in self.workers.items()}
+        dead: dict[int, float] = {}
+        for out in self.cwd.glob("*.out"):
+            for text in out.read_text(errors="replace").splitlines():
+                found = line.match(text)
+                if found is None:
+                    continue
+                at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                for node in found.group(2).split(", "):
+                    if node in pids:
+                        dead[pids[node]] = min(at, dead.get(pids[node], at))
+        return dead
+
     def close(self) -> None:
         for process in self.workers.values():
             if process.poll() is None:
@@ -99,17 +123,19 @@ def explain(number: int, runs: list[Execution], cluster: Cluster) -> list[str]:
     # when every database connection was killed (its completion or its node's heartbeats were
     # cut: the claim was recovered and the job ran again, as at-least-once delivery allows)
     cut = cluster.connections_killed_at
+    dead = cluster.declared_dead()
     lost = [
         r
         for r in successes
         if r.pid in cluster.killed
         or (r.pid in cluster.stopped and r.started < cluster.stopped[r.pid])
         or (cut is not None and r.started < cut)
+        or (r.pid in dead and r.started < dead[r.pid])
     ]
     if len(successes) > 1 + len(lost):
         problems.append(
             f"{len(successes)} successful executions, only {len(lost)} by a killed or "
-            "stopped worker or cut off by the connection kill"
+            "stopped worker, cut off by the connection kill or by a node declared dead"
         )
     return problems
 
@@ -174,12 +200,14 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
                 # the attempt it used is charged, so a job without retries left then goes to
                 # the dead letter as WorkerLost), or stopped and declared dead (its late result
                 # is refused)
+                dead = cluster.declared_dead()
                 failed = [
                     r
                     for r in job_runs
                     if r.outcome in ("F", None)
                     or r.pid in cluster.killed
                     or (r.pid in cluster.stopped and r.started < cluster.stopped[r.pid])
+                    or (r.pid in dead and r.started < dead[r.pid])
                 ]
                 assert failed, (
                     f"job {ids[job_id]} dead-lettered without a failed execution: "

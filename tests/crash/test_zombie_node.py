@@ -54,6 +54,7 @@ class _ResumeBetweenFindAndReset:
         self._node_id = node_id
         self.resumed_at: float | None = None
         self.reset_at: float | None = None
+        self.reset_done_at: float | None = None
         self.fresh: list[JobEntity] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -76,9 +77,11 @@ class _ResumeBetweenFindAndReset:
         return found
 
     def reset_orphan_jobs(self, node_ids: Any, heartbeat_before: Any) -> int:
+        started = time.time()
+        reset = int(self._store.reset_orphan_jobs(node_ids, heartbeat_before))
         if self.reset_at is None:
-            self.reset_at = time.time()
-        return int(self._store.reset_orphan_jobs(node_ids, heartbeat_before))
+            self.reset_at, self.reset_done_at = started, time.time()
+        return reset
 
 
 def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
@@ -143,11 +146,11 @@ def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
         )
         for number, job_runs in duplicates.items():
             # explained: the stopped worker held its claim when it was stopped and started it
-            # (before the stop, or after the resume from its prefetch buffer) before the sweep
-            # reset it; the copy that ran again started after the reset
+            # (before the stop, or after the resume from its prefetch buffer) before the sweep's
+            # reset committed; the copy that ran again started after the reset began
             assert number in held_numbers, f"job {number} ran {len(job_runs)} times unexplained"
-            assert racy.reset_at is not None
-            assert job_runs[0].pid == worker.pid and job_runs[0].started < racy.reset_at
+            assert racy.reset_at is not None and racy.reset_done_at is not None
+            assert job_runs[0].pid == worker.pid and job_runs[0].started < racy.reset_done_at
             assert job_runs[1].started >= racy.reset_at
             assert len(job_runs) == 2
         assert racy.resumed_at is not None
