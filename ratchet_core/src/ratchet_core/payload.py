@@ -8,7 +8,7 @@ jobs written by this one. The invocation's arguments are already JSON values (co
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -49,6 +49,43 @@ def encode_invocation(inv: JobInvocation) -> str:
         raise PayloadError(
             f"invocation of {inv.target} has arguments that are not JSON values: {exc}"
         ) from exc
+
+
+def encode_invocations(invocations: Sequence[JobInvocation]) -> list[str]:
+    """``[encode_invocation(i) for i in invocations]``, the same text, built in one pass: the
+    part naming the target is encoded once per target, only the arguments per invocation, and
+    empty arguments not at all. ``PayloadError`` as :func:`encode_invocation`."""
+    out: list[str] = []
+    append = out.append
+    heads: dict[tuple[str, str, bool, str], str] = {}
+    encode = _COMPACT.encode
+    for inv in invocations:
+        key = (inv.module, inv.qualname, inv.static, inv.signature)
+        try:
+            head = heads.get(key)
+            if head is None:
+                head = heads[key] = _head(inv)
+            args = encode(list(inv.args)) if inv.args else "[]"
+            kwargs = encode(dict(inv.kwargs)) if inv.kwargs else "{}"
+        except (TypeError, ValueError) as exc:
+            raise PayloadError(
+                f"invocation of {inv.target} has arguments that are not JSON values: {exc}"
+            ) from exc
+        append(f'{head},"args":{args},"kwargs":{kwargs}}}')
+    return out
+
+
+def _head(inv: JobInvocation) -> str:
+    """The invocation's document up to its arguments (without the closing brace)."""
+    return dumps_compact(
+        {
+            "v": INVOCATION_FORMAT_VERSION,
+            "module": inv.module,
+            "qualname": inv.qualname,
+            "static": inv.static,
+            "signature": inv.signature,
+        }
+    )[:-1]
 
 
 def decode_invocation(text: str, job_id: UUID) -> JobInvocation:
@@ -150,4 +187,5 @@ __all__ = [
     "dumps_compact",
     "encode_backoff",
     "encode_invocation",
+    "encode_invocations",
 ]
