@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_engine.py --backend all
     .venv/bin/python benchmarks/bench_engine.py --backend postgresql --jobs 10000
+    .venv/bin/python benchmarks/bench_engine.py --backend postgresql --enqueue-only  # quick
 
 Each backend gets a scratch database (PostgreSQL: a fresh database dropped at the end; SQLite: a
 temporary file). Figures:
