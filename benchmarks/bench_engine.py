@@ -4,6 +4,7 @@ Usage::
 
     .venv/bin/python benchmarks/bench_engine.py --backend all
     .venv/bin/python benchmarks/bench_engine.py --backend postgresql --jobs 10000
+    .venv/bin/python benchmarks/bench_engine.py --backend postgresql --enqueue-only  # quick
 
 Each backend gets a scratch database (PostgreSQL: a fresh database dropped at the end; SQLite: a
 temporary file). Figures:
@@ -97,6 +98,11 @@ def worker_process(url: str, *args: str, **settings: str) -> subprocess.Popen[by
     return subprocess.Popen(command, env=env, cwd=tempfile.gettempdir())
 
 
+def load() -> str:
+    """The 1/5/15-minute load averages (``uptime``), to print next to the figures."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("inf")
 
@@ -118,6 +124,87 @@ def bench_enqueue(url: str, jobs: int) -> dict[str, float]:
     bulk = rate(jobs, time.perf_counter() - started)
     store.close()
     return {"enqueue single (jobs/s)": single, "enqueue bulk (jobs/s)": bulk}
+
+
+def bench_enqueue_only(backend: str, jobs: int, repeats: int) -> dict[str, str]:
+    """The enqueue rows next to the store's own inserts and raw SQL, all in one scratch database
+    and interleaved, ``repeats`` rounds (median and best): quick before/after comparisons of the
+    enqueue path (``--enqueue-only``). Besides jobs/s (wall clock) each row gives the CPU time
+    this process spent per job, which a busy shared machine disturbs much less."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_store
+
+    from ratchet_api.store.entities import JobEntity
+    from ratchet_core.container import RatchetContainer
+
+    singles = max(1, min(jobs // 10, 1000))
+    walls: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+
+    def measure(key: str, count: int, action: Any) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        action()
+        walls.setdefault(key, []).append(rate(count, time.perf_counter() - wall))
+        cpus.setdefault(key, []).append((time.process_time() - cpu) / count * 1e6)
+
+    with scratch(backend) as url:
+        c = RatchetContainer(overrides={"store.url": url, "security.allowed_packages": "tests."})
+        scheduler, store = c.scheduler(), c.job_store()
+        engine = store.engine
+        scheduler.enqueue(targets.noop)  # warm up (imports, connection, target cache)
+        scheduler.enqueue_many(targets.noop, [()])
+
+        def one_round() -> None:
+            bench_store.empty(engine)
+            rows = bench_store.raw_rows(engine, jobs)
+
+            def raw_bulk() -> None:
+                with bench_store.write_conn(engine) as conn:
+                    conn.execute(bench_store.RAW_INSERT, rows)
+                    conn.commit()
+
+            measure(f"raw SQL executemany {jobs}", jobs, raw_bulk)
+            bench_store.empty(engine)
+            entities = [JobEntity(target="tests.engine.targets:noop") for _ in range(jobs)]
+            measure(f"store bulk_insert {jobs}", jobs, lambda: store.bulk_insert(entities))
+            bench_store.empty(engine)
+            arguments = [() for _ in range(jobs)]
+            measure(
+                f"enqueue_many {jobs} (noop)",
+                jobs,
+                lambda: scheduler.enqueue_many(targets.noop, arguments),
+            )
+            bench_store.empty(engine)
+            numbered = [(n,) for n in range(jobs)]
+            measure(
+                f"enqueue_many {jobs} (bulk_item(n: int))",
+                jobs,
+                lambda: scheduler.enqueue_many(targets.bulk_item, numbered),
+            )
+            bench_store.empty(engine)
+            one_by_one = bench_store.due_jobs(singles)
+            measure("store insert_job", singles, lambda: [store.insert_job(j) for j in one_by_one])
+            bench_store.empty(engine)
+            measure(
+                "enqueue (single, noop)",
+                singles,
+                lambda: [scheduler.enqueue(targets.noop) for _ in range(singles)],
+            )
+
+        for _ in range(repeats):
+            one_round()
+        store.close()
+    rows_out: dict[str, str] = {}
+    for key, values in walls.items():
+        rows_out[f"{key}: jobs/s median / best of {repeats}"] = (
+            f"{statistics.median(values):,.0f} / {max(values):,.0f}"
+        )
+        rows_out[f"{key}: client CPU us/job, median"] = f"{statistics.median(cpus[key]):.1f}"
+    bulk_store = statistics.median(walls[f"store bulk_insert {jobs}"])
+    rows_out["enqueue_many (noop) / store bulk_insert, jobs/s medians"] = (
+        f"{statistics.median(walls[f'enqueue_many {jobs} (noop)']) / bulk_store:.2f}"
+    )
+    return rows_out
 
 
 def bench_processing(url: str, jobs: int, concurrency: int, audit: bool = True) -> float:
@@ -294,18 +381,31 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="Only the processing rows (worker changes: before/after comparisons).",
     )
+    parser.add_argument(
+        "--enqueue-only",
+        action="store_true",
+        help="Only enqueue_many/enqueue next to the store's bulk_insert/insert_job and raw SQL, "
+        "interleaved in one database, --repeats times (enqueue path: before/after comparisons).",
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of --enqueue-only")
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "all" else [args.backend]
-    bench = bench_processing_rows if args.processing_only else bench_backend
-    results = {b: bench(b, args.jobs, args.latency_samples) for b in backends}
+    if args.enqueue_only:
+        results = {b: bench_enqueue_only(b, args.jobs, args.repeats) for b in backends}
+    else:
+        bench = bench_processing_rows if args.processing_only else bench_backend
+        results = {b: bench(b, args.jobs, args.latency_samples) for b in backends}
     keys = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(k) for k in keys)
     target_width = max(len(v) for v in TARGETS.values())
     print()
-    print(
-        f"jobs={args.jobs}, processing: one `ratchet worker --burst` process, prefetch "
-        "max(c, 64), claim batch 200, completion batch 1000, audit records on unless stated"
-    )
+    if args.enqueue_only:
+        print(f"jobs={args.jobs}, --enqueue-only, {args.repeats} interleaved rounds, load {load()}")
+    else:
+        print(
+            f"jobs={args.jobs}, processing: one `ratchet worker --burst` process, prefetch "
+            "max(c, 64), claim batch 200, completion batch 1000, audit records on unless stated"
+        )
     header = f"{'metric':<{width}}  {'target':<{target_width}}  " + "  ".join(
         f"{b:>14}" for b in backends
     )

@@ -55,3 +55,18 @@ def test_a_forked_child_never_repeats_the_ids_of_its_parent() -> None:
     assert {u.int & ((1 << 62) - 1) for u in parent}.isdisjoint(
         {u.int & ((1 << 62) - 1) for u in child}
     )
+
+
+def test_uuid7_many_gives_increasing_unique_ids_in_line_with_uuid7() -> None:
+    from ratchet_api.ids import uuid7_many
+
+    before = uuid7()
+    batch = uuid7_many(10_000)  # past the 12-bit counter and the 4 KiB pool of random bytes
+    after = uuid7()
+    every = [before, *batch, after]
+    assert len(batch) == 10_000 and every == sorted(every) and len(set(every)) == len(every)
+    assert all(u.version == 7 and u.variant == "specified in RFC 4122" for u in batch)
+    assert all(UUID(str(u)) == u and hash(UUID(str(u))) == hash(u) for u in batch[::97])
+    # every id has its own 62 random bits (not a pool's worth reused or zero-filled)
+    assert len({u.int & ((1 << 62) - 1) for u in batch}) == len(batch)
+    assert uuid7_many(0) == []

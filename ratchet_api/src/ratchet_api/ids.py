@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 from uuid import UUID
 
 _lock = threading.Lock()
@@ -20,6 +21,8 @@ def _random(n: int) -> bytes:
     system call per few hundred ids instead of two per id (each releases the GIL, which a busy
     multi-threaded worker then waits to get back)."""
     global _pool, _pool_at
+    if n > _POOL_SIZE:
+        return os.urandom(n)
     if _pool_at + n > len(_pool):
         _pool, _pool_at = os.urandom(_POOL_SIZE), 0
     start = _pool_at
@@ -64,6 +67,51 @@ def uuid7() -> UUID:
     return UUID(int=value)
 
 
+def uuid7_many(count: int) -> list[UUID]:
+    """``count`` new UUIDv7s in increasing order, as ``count`` calls of :func:`uuid7` would give
+    (monotonic with every other id of this process), for the price of one: the clock is read,
+    the lock taken and the random bytes drawn once for all of them (bulk enqueue)."""
+    global _last_ms, _counter
+    if count <= 0:
+        return []
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms > _last_ms:
+            _last_ms = ms
+            _counter = (int.from_bytes(_random(2), "big") & 0x3FF) - 1
+        stamps: list[int] = []
+        append = stamps.append
+        last, counter = _last_ms, _counter
+        for _ in range(count):
+            counter += 1
+            if counter > 0xFFF:
+                last += 1
+                counter = 0
+            append(((last & _MS_MASK) << 80) | _VERSION_BITS | (counter << 64) | _VARIANT_BITS)
+        _last_ms, _counter = last, counter
+        noise = _random(8 * count)
+    new, set_int = UUID.__new__, _UUID_INT.__set__
+    out: list[UUID] = []
+    for index, stamp in enumerate(stamps):
+        rand = int.from_bytes(noise[8 * index : 8 * index + 8], "big") & _RAND_MASK
+        value = new(UUID)
+        set_int(value, stamp | rand)
+        _UUID_SAFE.__set__(value, _SAFE_UNKNOWN)
+        out.append(value)
+    return out
+
+
+_MS_MASK = (1 << 48) - 1
+_RAND_MASK = (1 << 62) - 1
+_VERSION_BITS = 0x7 << 76
+_VARIANT_BITS = 0b10 << 62
+# UUID(int=...) checks the range and sets two slots; the values above are in range by
+# construction, so uuid7_many sets the slots directly (a third of the cost per id).
+_UUID_INT: Any = UUID.__dict__["int"]
+_UUID_SAFE: Any = UUID.__dict__["is_safe"]
+_SAFE_UNKNOWN = UUID(int=0).is_safe
+
+
 def uuid7_time_ms(value: UUID) -> int:
     """Return the unix timestamp in milliseconds encoded in a UUIDv7."""
     if value.version != 7:
@@ -71,4 +119,4 @@ def uuid7_time_ms(value: UUID) -> int:
     return value.int >> 80
 
 
-__all__ = ["uuid7", "uuid7_time_ms"]
+__all__ = ["uuid7", "uuid7_many", "uuid7_time_ms"]

@@ -494,12 +494,49 @@ class DefaultJobInvocationResolver:
         Errors name the index of the failing tuple."""
         info = self._prepare(target)
         out: list[JobInvocation] = []
+        build = self._build if info.late_parameters else self._build_positional
         for index, args in enumerate(arg_tuples):
             try:
-                out.append(self._build(info, args, {}))
+                out.append(build(info, args, {}))
             except (InvalidJobError, PayloadError) as exc:
                 raise type(exc)(f"item {index}: {exc}") from exc
         return out
+
+    def _build_positional(
+        self, info: _TargetInfo, args: Sequence[Any], _kwargs: dict[str, Any]
+    ) -> JobInvocation:
+        """:meth:`_build` for positional arguments only and a target without late-bound
+        parameters (what ``resolve_many`` builds): the same checks, without the work that
+        keywords and placeholders need."""
+        count = len(args)
+        if count not in info.bound_arities:
+            self._bind(info, args, {})
+        json_args: tuple[Any, ...] = ()
+        if count:
+            names = info.positional_names(count)
+            for param_name, value in zip(names, args, strict=False):
+                for class_name in value_classes(value):
+                    if not self._policy.is_allowed(class_name):
+                        raise ClassNotAllowedError(
+                            class_name, f"argument {param_name!r} of job target {info.target}"
+                        )
+            json_args = tuple(
+                self._convert(info, name, value) for name, value in zip(names, args, strict=False)
+            )
+            hints = info.checked_hints
+            if hints:
+                for name, raw in zip(names, json_args, strict=False):
+                    hint = hints.get("*" if name.startswith("*") else name)
+                    if hint is not None:
+                        self._check_restorable(info, name, raw, hint)
+        return JobInvocation(
+            module=info.module,
+            qualname=info.qualname,
+            static=info.static,
+            signature=info.signature,
+            args=json_args,
+            kwargs={},
+        )
 
     def _prepare(self, target: Callable[..., Any]) -> _TargetInfo:
         info = self.describe(target)

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import attrs
 from loguru import logger
 
 from ratchet_api.errors import (
@@ -26,7 +27,7 @@ from ratchet_api.errors import (
     StoreError,
     UnsupportedCapabilityError,
 )
-from ratchet_api.ids import uuid7
+from ratchet_api.ids import uuid7, uuid7_many
 from ratchet_api.model import (
     JobAuthorizationRequest,
     JobDetail,
@@ -54,6 +55,7 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
+from ratchet_core._job_copies import job_copies
 from ratchet_core.authorization import effective_policy
 from ratchet_core.batches import BatchBuilder, BatchTracker
 from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
@@ -63,7 +65,7 @@ from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
 from ratchet_core.detail import JobDetailReader
 from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
-from ratchet_core.payload import encode_backoff, encode_invocation
+from ratchet_core.payload import encode_backoff, encode_invocation, encode_invocations
 from ratchet_core.properties import put_properties
 from ratchet_core.recurring.service import RecurringService
 from ratchet_core.streaming import InvocationStreamingBatchBuilder, StreamingBatchBuilder
@@ -267,7 +269,7 @@ class SchedulerService:
                 except InvalidJobError as exc:
                     raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
         with self._tracing.enqueue(invocations[0].target if invocations else "", len(items)):
-            jobs = [self._entity(invocation, options, now) for invocation in invocations]
+            jobs = self._entities(invocations, options, now)
             if not jobs:
                 return []
             store = self._store_for(transaction)
@@ -332,11 +334,56 @@ class SchedulerService:
         self, invocation: JobInvocation, options: JobOptions, now: datetime, **extra: Any
     ) -> JobEntity:
         """The job to store; ``extra`` sets further entity fields (batch children)."""
-        scheduled = options.run_at or (now + options.delay if options.delay else now)
-        max_retries = (
-            options.max_retries if options.max_retries is not None else self._default_max_retries
-        )
         job_id = uuid7()
+        self._authorize(job_id, invocation, options)
+        payload = self._tracing.stamp(encode_invocation(invocation))
+        if options.encrypted or self.codec.encrypt_all:
+            payload = self.codec.seal_payload(payload, job_id)
+        return self._new_entity(
+            job_id, target=invocation.target, payload=payload, options=options, now=now, extra=extra
+        )
+
+    def _entities(
+        self, invocations: Sequence[JobInvocation], options: JobOptions, now: datetime
+    ) -> list[JobEntity]:
+        """``[self._entity(i, options, now) for i in invocations]``, with the per-job work cut
+        to what differs between the jobs.
+
+        Everything but the id and the payload is the same for every job, so it is computed and
+        validated once: the first job goes through ``JobEntity``'s initializer (every converter
+        and validator), the others are copies of it with their own id and payload
+        (``ratchet_core._job_copies``). Ids are drawn together and payloads encoded in one pass;
+        authorization and encryption still apply to each job."""
+        if not invocations:
+            return []
+        ids = uuid7_many(len(invocations))
+        for job_id, invocation in zip(ids, invocations, strict=True):
+            self._authorize(job_id, invocation, options)
+        payloads = encode_invocations(invocations)
+        if self._tracing.enabled:
+            payloads = [self._tracing.stamp(payload) for payload in payloads]
+        if options.encrypted or self.codec.encrypt_all:
+            payloads = [
+                self.codec.seal_payload(payload, job_id)
+                for payload, job_id in zip(payloads, ids, strict=True)
+            ]
+        target = invocations[0].target
+        first = self._new_entity(
+            ids[0], target=target, payload=payloads[0], options=options, now=now, extra={}
+        )
+        if any(invocation.target != target for invocation in invocations):
+            return [
+                first,
+                *(
+                    attrs.evolve(first, id=job_id, payload=payload, target=invocation.target)
+                    for job_id, payload, invocation in zip(
+                        ids[1:], payloads[1:], invocations[1:], strict=True
+                    )
+                ),
+            ]
+        return [first, *job_copies(first, ids[1:], payloads[1:])]
+
+    def _authorize(self, job_id: UUID, invocation: JobInvocation, options: JobOptions) -> None:
         if self._authorization is not None:
             self._authorization.check_create(
                 JobAuthorizationRequest(
@@ -348,14 +395,26 @@ class SchedulerService:
                     execution_target=options.execution_target,
                 )
             )
-        payload = self._tracing.stamp(encode_invocation(invocation))
-        if options.encrypted or self.codec.encrypt_all:
-            payload = self.codec.seal_payload(payload, job_id)
+
+    def _new_entity(
+        self,
+        job_id: UUID,
+        *,
+        target: str,
+        payload: str,
+        options: JobOptions,
+        now: datetime,
+        extra: dict[str, Any],
+    ) -> JobEntity:
+        scheduled = options.run_at or (now + options.delay if options.delay else now)
+        max_retries = (
+            options.max_retries if options.max_retries is not None else self._default_max_retries
+        )
         return JobEntity(
             id=job_id,
             status=JobStatus.PENDING,
             priority=options.priority,
-            target=invocation.target,
+            target=target,
             payload=payload,
             scheduled_at=scheduled,
             created_at=now,

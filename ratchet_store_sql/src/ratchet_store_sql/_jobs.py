@@ -28,6 +28,7 @@ from ratchet_store_sql._base import CHUNK, SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
     JOB_FIELDS,
     job_to_row,
+    job_values,
     node_to_row,
     require_utc,
     row_to_job,
@@ -40,6 +41,14 @@ T = s.job_tags
 PENDING = JobStatus.PENDING.value
 RUNNING = JobStatus.RUNNING.value
 TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
+
+
+_NULL_BY_DEFAULT = frozenset(
+    index
+    for index, name in enumerate(JOB_FIELDS)
+    if J.c[name].nullable and J.c[name].server_default is None and J.c[name].default is None
+)
+"""Positions (in ``JOB_FIELDS``) of the job columns that are NULL when an INSERT omits them."""
 
 
 def _check_tags(tags: Sequence[str], job_id: UUID | None = None) -> None:
@@ -777,17 +786,20 @@ class JobOperations(SqlBase):
 
     def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
         """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""
-        rows: list[dict[str, Any]] = []
-        tag_rows: list[dict[str, Any]] = []
+        copy = self._d.is_pg and self._engine.dialect.driver == "psycopg"
+        # every job is checked and converted, also a duplicate that is then skipped
+        to_row: Any = job_values if copy else job_to_row
+        rows: list[tuple[JobEntity, Any]] = []
         keyed: dict[str, JobEntity] = {}
         for job in jobs:
-            _check_tags(job.tags, job.id)
-            row = job_to_row(job)
+            if job.tags:
+                _check_tags(job.tags, job.id)
+            row = to_row(job)
             if job.idempotency_key is not None:
                 if job.idempotency_key in keyed:
                     continue  # a later duplicate of a key in the same batch: skipped
                 keyed[job.idempotency_key] = job
-            rows.append(row)
+            rows.append((job, row))
         if keyed:
             existing: set[str] = set()
             for part in chunks(list(keyed)):
@@ -797,23 +809,23 @@ class JobOperations(SqlBase):
                     ).scalars()
                 )
             if existing:
-                rows = [r for r in rows if r["idempotency_key"] not in existing]
-        if any(job.tags for job in jobs):
-            kept = {r["id"] for r in rows}
-            for job in jobs:
-                if job.id in kept:
-                    tag_rows.extend({"job_id": job.id, "tag": t} for t in set(job.tags))
+                rows = [(job, row) for job, row in rows if job.idempotency_key not in existing]
         if not rows:
             return 0
+        tag_rows = [
+            {"job_id": job.id, "tag": tag} for job, _ in rows if job.tags for tag in set(job.tags)
+        ]
         try:
-            if self._d.is_pg and self._engine.dialect.driver == "psycopg":
-                self._copy_rows(conn, rows, tag_rows)
+            if copy:
+                self._copy_rows(conn, [row for _, row in rows], tag_rows)
             elif self._d.is_sqlite:
-                conn.exec_driver_sql(_sqlite_job_insert(), _sqlite_params(conn, rows))
+                conn.exec_driver_sql(
+                    _sqlite_job_insert(), _sqlite_params(conn, [r for _, r in rows])
+                )
                 for part in chunks(tag_rows, 2000):
                     conn.execute(sa.insert(T), list(part))
             else:
-                for part in chunks(rows, 1000):
+                for part in chunks([row for _, row in rows], 1000):
                     conn.execute(sa.insert(J), list(part))
                 for part in chunks(tag_rows, 2000):
                     conn.execute(sa.insert(T), list(part))
@@ -824,22 +836,34 @@ class JobOperations(SqlBase):
         return len(rows)
 
     def _copy_rows(
-        self, conn: sa.Connection, rows: list[dict[str, Any]], tag_rows: list[dict[str, Any]]
+        self, conn: sa.Connection, rows: list[tuple[Any, ...]], tag_rows: list[dict[str, Any]]
     ) -> None:
-        """PostgreSQL + psycopg: the rows go with COPY on the transaction's own connection
-        (several times faster than a multi-row INSERT). Driver errors are raised as
-        SQLAlchemy's, like every other statement of the store."""
+        """PostgreSQL + psycopg: the rows (``job_values`` tuples) go with COPY on the
+        transaction's own connection (several times faster than a multi-row INSERT). Driver
+        errors are raised as SQLAlchemy's, like every other statement of the store."""
         driver: Any = conn.connection.driver_connection
-        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS)}) FROM STDIN"
+        # A column that is NULL in every row is left out of the COPY: the database writes NULL
+        # there itself, and each row is a third of the values to format (new jobs leave most
+        # columns empty). Only columns without a server default qualify (see _NULL_BY_DEFAULT).
+        columns = list(zip(*rows, strict=True))
+        count = len(rows)
+        kept = [
+            index
+            for index, values in enumerate(columns)
+            if index not in _NULL_BY_DEFAULT or values.count(None) != count
+        ]
+        if len(kept) < len(columns):
+            rows = list(zip(*(columns[index] for index in kept), strict=True))
+        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS[index] for index in kept)}) FROM STDIN"
         try:
             with driver.cursor() as cursor:
-                # Datetimes go as they are (aware UTC, checked by job_to_row): PostgreSQL reads
+                # Datetimes go as they are (aware UTC, checked by job_values): PostgreSQL reads
                 # a literal for a `timestamp without time zone` column ignoring its offset,
                 # which for UTC values is exactly the naive UTC the schema stores.
-                values = operator.itemgetter(*JOB_FIELDS)
                 with cursor.copy(sql) as copy:
+                    write = copy.write_row
                     for row in rows:
-                        copy.write_row(values(row))
+                        write(row)
                 if tag_rows:
                     with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
                         for tag in tag_rows:
