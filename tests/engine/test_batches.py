@@ -16,17 +16,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store import BatchStatus, BatchStore, Completion
 from tests.engine import batch_targets as bt
 from tests.engine import workflow_targets as wt
-
-
-def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+from tests.engine.worker_fixtures import wait_for
 
 
 def batch_of(engine: Any, batch_id: Any) -> Any:
@@ -37,7 +27,7 @@ def batch_of(engine: Any, batch_id: Any) -> Any:
 
 @pytest.mark.slow
 def test_thousand_children_on_three_workers_fire_the_callback_once(
-    engine: Any, make_worker: Any, tmp_path: Path, request: pytest.FixtureRequest
+    engine: Any, start_workers: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # The SecantusDB test server takes seconds per write on this shared 2-core machine: 1,000
     # children there take longer than a test may; 200 still race three workers.
@@ -50,18 +40,7 @@ def test_thousand_children_on_three_workers_fire_the_callback_once(
     batch.on_failure(bt.callback, log, "failure")
     batch_id = batch.enqueue()
     assert batch_id == batch.id
-    # a slow store (the Mongo test server on a loaded machine) must not look like dead nodes
-    workers = [
-        make_worker(
-            engine,
-            concurrency=4,
-            heartbeat_interval=timedelta(seconds=1),
-            node_timeout=timedelta(seconds=20),
-        )
-        for _ in range(3)
-    ]
-    for worker in workers:
-        worker.start()
+    workers = start_workers(engine, 3, concurrency=4, node_timeout=timedelta(seconds=20))
     done = wait_for(
         lambda: (b := batch_of(engine, batch_id)).status is BatchStatus.COMPLETED and b,
         600,

@@ -20,6 +20,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store import ResourcePermitStore
 from tests.engine import batch_targets as bt
 from tests.engine.conftest import build_container, migrate
+from tests.engine.worker_fixtures import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
@@ -37,17 +38,6 @@ def flow_engine(store_url: str) -> Any:
     store.close()
 
 
-def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
 def max_overlap(lines: list[str]) -> int:
     """Most jobs running at once, from their own start/finish lines."""
     events: list[tuple[float, int]] = []
@@ -63,7 +53,7 @@ def max_overlap(lines: list[str]) -> int:
 
 
 def test_permits_of_two_hold_across_three_workers(
-    flow_engine: Any, make_worker: Any, tmp_path: Path
+    flow_engine: Any, start_workers: Any, tmp_path: Path
 ) -> None:
     log = str(tmp_path / "holds.log")
     scheduler = flow_engine.scheduler()
@@ -71,19 +61,9 @@ def test_permits_of_two_hold_across_three_workers(
         scheduler.job(bt.hold).args(log, i, 0.15).resource("tests-db", permits=2).enqueue()
         for i in range(50)
     ]
-    # slow stores (the Mongo test server) must not look like dead nodes: a recovered job's
+    # slow stores must not look like dead nodes (start_workers' timings): a recovered job's
     # attempt is counted, and this test checks that refusals are not
-    workers = [
-        make_worker(
-            flow_engine,
-            concurrency=4,
-            heartbeat_interval=timedelta(seconds=1),
-            node_timeout=timedelta(seconds=30),
-        )
-        for _ in range(3)
-    ]
-    for worker in workers:
-        worker.start()
+    workers = start_workers(flow_engine, 3, concurrency=4)
     wait_for(
         lambda: sum(1 for line in bt.lines(log) if line.startswith("finish")) >= 50,
         240,
@@ -109,7 +89,7 @@ def test_permits_of_two_hold_across_three_workers(
 
 
 def test_rate_limit_is_never_exceeded_over_thirty_seconds(
-    flow_engine: Any, make_worker: Any, tmp_path: Path, request: pytest.FixtureRequest
+    flow_engine: Any, start_workers: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # 20/s on the SQL stores. The SecantusDB test server answers a write in tens of
     # milliseconds to seconds on this shared machine: it cannot start 20 jobs a second (it
@@ -124,17 +104,7 @@ def test_rate_limit_is_never_exceeded_over_thirty_seconds(
     count = limit * 32  # the bucket's initial burst, then 31 s at the limit
     for i in range(count):
         scheduler.job(bt.stamp).args(log, i).rate_limit(key, limit, per=1.0).enqueue()
-    workers = [
-        make_worker(
-            flow_engine,
-            concurrency=8,
-            heartbeat_interval=timedelta(seconds=1),
-            node_timeout=timedelta(seconds=30),
-        )
-        for _ in range(3)
-    ]
-    for worker in workers:
-        worker.start()
+    start_workers(flow_engine, 3, concurrency=8)
     wait_for(lambda: len(bt.lines(log)) >= count, 240, "the rate-limited jobs to run")
     stamps = sorted(float(line.split()[2]) for line in bt.lines(log))
     # After the bucket's initial burst of ``limit`` tokens, every start needs a refilled token:

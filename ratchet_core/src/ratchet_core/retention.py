@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 import attrs
@@ -187,49 +187,63 @@ class Retention:
         """Run every step until nothing is left or ``time.monotonic()`` passes ``deadline``
         (checked between batches). Store errors propagate."""
         report = RetentionReport()
-        now = self._store.server_now()
-        policy = self.policy
-        limit = policy.batch_size
-
-        def drain(step: Callable[[], int]) -> int | None:
+        limit = self.policy.batch_size
+        for step in self._steps(self._store.server_now(), limit):
             total = 0
             while True:
                 if deadline is not None and time.monotonic() >= deadline:
-                    return None
-                n = step()
+                    report.complete = False
+                    return report
+                n = step.batch()
                 total += n
                 if n < limit:
-                    return total
+                    break
+            step.record(report, total)
+        return report
 
+    def _steps(self, now: datetime, limit: int) -> list[_Step]:
+        """The sweep's steps, in order, for the policy and the store's capabilities."""
+        policy = self.policy
         archive = self._archive
-        for status in ARCHIVED_STATUSES:
-            keep = policy.keep(status)
-            if archive is None or keep is None:
-                continue
-            cutoff = now - keep
-            moved = drain(partial(archive.archive_finished_before, cutoff, limit, [status]))
-            if moved is None:
-                report.complete = False
-                return report
-            if moved:
-                report.archived[status] = moved
-        if policy.archive is None:
-            return report
+        steps: list[_Step] = []
         if archive is not None:
-            cutoff = now - policy.archive
-            deleted = drain(lambda: archive.delete_archived_before(cutoff, limit))
-            if deleted is None:
-                report.complete = False
-                return report
-            report.archive_deleted = deleted
+            for status in ARCHIVED_STATUSES:
+                keep = policy.keep(status)
+                if keep is not None:
+                    batch = partial(archive.archive_finished_before, now - keep, limit, [status])
+                    steps.append(_Step(batch, partial(_record_archived, status)))
+        if policy.archive is None:
+            return steps
+        if archive is not None:
+            batch = partial(archive.delete_archived_before, now - policy.archive, limit)
+            steps.append(_Step(batch, _record_archive_deleted))
         if policy.failed is not None:
             cutoff = now - (policy.failed + policy.archive)
-            dead = drain(lambda: self._store.delete_dead_letter_older_than(cutoff, limit))
-            if dead is None:
-                report.complete = False
-                return report
-            report.dead_letters_deleted = dead
-        return report
+            batch = partial(self._store.delete_dead_letter_older_than, cutoff, limit)
+            steps.append(_Step(batch, _record_dead_letters_deleted))
+        return steps
+
+
+@attrs.frozen
+class _Step:
+    """One step of a sweep: ``batch`` archives or deletes up to ``retention.batch_size`` jobs and
+    returns how many; ``record`` puts the step's total into the report once it is done."""
+
+    batch: Callable[[], int]
+    record: Callable[[RetentionReport, int], None]
+
+
+def _record_archived(status: JobStatus, report: RetentionReport, n: int) -> None:
+    if n:
+        report.archived[status] = n
+
+
+def _record_archive_deleted(report: RetentionReport, n: int) -> None:
+    report.archive_deleted = n
+
+
+def _record_dead_letters_deleted(report: RetentionReport, n: int) -> None:
+    report.dead_letters_deleted = n
 
 
 class RetentionTask:

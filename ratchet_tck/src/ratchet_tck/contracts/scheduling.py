@@ -4,7 +4,7 @@ signals."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 import pytest
@@ -43,6 +43,38 @@ def _recurring(name: str, fire_in: timedelta, enabled: bool = True) -> Recurring
         enabled=enabled,
         created_at=now_ms(),
     )
+
+
+def _due(rec: RecurringJobStore, *names: str) -> dict[str, datetime]:
+    """Save a definition per name, due a second ago; their fire times as stored (what a
+    compare-and-set must expect), by name."""
+    for name in names:
+        rec.save_recurring(_recurring(name, timedelta(seconds=-1)))
+    fire: dict[str, datetime] = {}
+    for name in names:
+        current = rec.find_recurring(name)
+        assert current is not None, name
+        fire[name] = current.next_fire_at
+    return fire
+
+
+def _advance(name: str, expected: datetime, following: datetime) -> RecurringAdvance:
+    return RecurringAdvance(name=name, expected_fire_at=expected, next_fire_at=following)
+
+
+def _claimed_children(
+    fixture: StoreFixture, batches: BatchStore, name: str, size: int
+) -> tuple[BatchEntity, list[JobEntity]]:
+    """A SEALED batch of ``size`` children, all claimed by ``tck-node`` (CRITICAL, so they are
+    claimed ahead of any other pending job); the claimed children in insertion order."""
+    batch = BatchEntity(name=name, status=BatchStatus.SEALED, total=size)
+    jobs = [
+        fixture.new_pending_job(batch_id=batch.id, priority=JobPriority.CRITICAL)
+        for _ in range(size)
+    ]
+    batches.insert_batch(batch, jobs)
+    claimed = {j.id: j for j in fixture.store().claim_next_batch("tck-node", 50)}
+    return batch, [claimed[j.id] for j in jobs]
 
 
 class RecurringJobStoreContract(StoreContract):
@@ -88,10 +120,7 @@ class RecurringJobStoreContract(StoreContract):
 
     def test_advance_next_fire_is_a_compare_and_set(self, tck_fixture: StoreFixture) -> None:
         rec = self.cap(tck_fixture, RecurringJobStore)
-        rec.save_recurring(_recurring("tck-cas", timedelta(seconds=-1)))
-        current = rec.find_recurring("tck-cas")
-        assert current is not None
-        fire = current.next_fire_at
+        fire = _due(rec, "tck-cas")["tck-cas"]
         following = fire + timedelta(minutes=5)
         assert rec.advance_next_fire("tck-cas", fire - timedelta(seconds=1), following) is False
         assert rec.advance_next_fire("tck-cas", fire, following) is True
@@ -104,10 +133,7 @@ class RecurringJobStoreContract(StoreContract):
 
     def test_one_of_many_racing_nodes_wins_a_fire_time(self, tck_fixture: StoreFixture) -> None:
         rec = self.cap(tck_fixture, RecurringJobStore)
-        rec.save_recurring(_recurring("tck-race", timedelta(seconds=-1)))
-        current = rec.find_recurring("tck-race")
-        assert current is not None
-        fire = current.next_fire_at
+        fire = _due(rec, "tck-race")["tck-race"]
         wins = race(
             8, lambda i: rec.advance_next_fire("tck-race", fire, fire + timedelta(minutes=i + 1))
         )
@@ -117,32 +143,17 @@ class RecurringJobStoreContract(StoreContract):
         self, tck_fixture: StoreFixture
     ) -> None:
         rec = self.cap(tck_fixture, RecurringJobStore)
-        for name in ("tck-m-a", "tck-m-b", "tck-m-c"):
-            rec.save_recurring(_recurring(name, timedelta(seconds=-1)))
-        fire = {n: rec.find_recurring(n).next_fire_at for n in ("tck-m-a", "tck-m-b", "tck-m-c")}  # type: ignore[union-attr]
+        fire = _due(rec, "tck-m-a", "tck-m-b", "tck-m-c")
         later = timedelta(minutes=5)
         won = rec.advance_next_fire_many(
             [
-                RecurringAdvance(
-                    name="tck-m-c",
-                    expected_fire_at=fire["tck-m-c"],
-                    next_fire_at=fire["tck-m-c"] + later,
+                _advance("tck-m-c", fire["tck-m-c"], fire["tck-m-c"] + later),
+                _advance("tck-m-a", fire["tck-m-a"], fire["tck-m-a"] + later),
+                # stale: someone else already moved it
+                _advance(
+                    "tck-m-b", fire["tck-m-b"] - timedelta(seconds=1), fire["tck-m-b"] + later
                 ),
-                RecurringAdvance(
-                    name="tck-m-a",
-                    expected_fire_at=fire["tck-m-a"],
-                    next_fire_at=fire["tck-m-a"] + later,
-                ),
-                RecurringAdvance(  # stale: someone else already moved it
-                    name="tck-m-b",
-                    expected_fire_at=fire["tck-m-b"] - timedelta(seconds=1),
-                    next_fire_at=fire["tck-m-b"] + later,
-                ),
-                RecurringAdvance(
-                    name="tck-m-absent",
-                    expected_fire_at=fire["tck-m-a"],
-                    next_fire_at=fire["tck-m-a"] + later,
-                ),
+                _advance("tck-m-absent", fire["tck-m-a"], fire["tck-m-a"] + later),
             ]
         )
         assert won == {"tck-m-a", "tck-m-c"}
@@ -160,21 +171,12 @@ class RecurringJobStoreContract(StoreContract):
     ) -> None:
         rec = self.cap(tck_fixture, RecurringJobStore)
         names = [f"tck-mr-{i}" for i in range(6)]
-        for name in names:
-            rec.save_recurring(_recurring(name, timedelta(seconds=-1)))
-        fire = {n: rec.find_recurring(n).next_fire_at for n in names}  # type: ignore[union-attr]
+        fire = _due(rec, *names)
 
         def batch(i: int) -> set[str]:
             order = names[i % len(names) :] + names[: i % len(names)]  # each caller its own order
             return rec.advance_next_fire_many(
-                [
-                    RecurringAdvance(
-                        name=n,
-                        expected_fire_at=fire[n],
-                        next_fire_at=fire[n] + timedelta(minutes=i + 1),
-                    )
-                    for n in order
-                ]
+                [_advance(n, fire[n], fire[n] + timedelta(minutes=i + 1)) for n in order]
             )
 
         results = race(8, batch)
@@ -322,14 +324,7 @@ class BatchStoreContract(StoreContract):
     ) -> None:
         store = tck_fixture.store()
         batches = self.cap(tck_fixture, BatchStore)
-        batch = BatchEntity(name="tck-progress", status=BatchStatus.SEALED, total=5)
-        jobs = [
-            tck_fixture.new_pending_job(batch_id=batch.id, priority=JobPriority.CRITICAL)
-            for _ in range(5)
-        ]
-        batches.insert_batch(batch, jobs)
-        claimed = {j.id: j for j in store.claim_next_batch("tck-node", 50)}
-        mine = [claimed[j.id] for j in jobs]
+        batch, mine = _claimed_children(tck_fixture, batches, "tck-progress", 5)
         done = store.mark_succeeded_many(
             [Completion(job_id=j.id, claim_seq=j.claim_seq) for j in mine[:2]]
         )
@@ -351,14 +346,7 @@ class BatchStoreContract(StoreContract):
     ) -> None:
         store = tck_fixture.store()
         batches = self.cap(tck_fixture, BatchStore)
-        batch = BatchEntity(name="tck-last-two", status=BatchStatus.SEALED, total=8)
-        jobs = [
-            tck_fixture.new_pending_job(batch_id=batch.id, priority=JobPriority.CRITICAL)
-            for _ in range(8)
-        ]
-        batches.insert_batch(batch, jobs)
-        claimed = {j.id: j for j in store.claim_next_batch("tck-node", 50)}
-        mine = [claimed[j.id] for j in jobs]
+        batch, mine = _claimed_children(tck_fixture, batches, "tck-last-two", 8)
 
         def finish(i: int) -> bool:
             job = mine[i]
