@@ -75,6 +75,13 @@ _PG_DISPATCH_MANY = sa.text(
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
     " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
 ).columns(sa.column("id", sa.Uuid()))
+# the same statement for the driver itself (``_pg_autocommit``): a started mark sits between a
+# job's hand-over to its thread and its start, so SQLAlchemy's per-execution work counts there
+_PG_DISPATCH_RAW = (
+    f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
+    " FROM unnest(%(ids)s::uuid[], %(seqs)s::integer[]) AS v(id, seq)"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+)
 _PG_SUCCEED_MANY = sa.text(
     "WITH done AS (UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result,"
     f" owner = NULL, finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
@@ -221,6 +228,41 @@ class JobOperations(SqlBase):
         if list(job.tags) == tags:
             return job
         return attrs.evolve(job, tags=(*tags,))
+
+    def _pg_autocommit(
+        self, operation: str, sql: str, params: Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """One statement straight on the pooled psycopg connection in autocommit (prepared by
+        the driver); its rows. Driver errors are translated as SQLAlchemy's would be, and a
+        connection found broken is invalidated."""
+        self._check_open(operation)
+        try:
+            raw = self._raw_connection()
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+        try:
+            driver: Any = raw.driver_connection
+            driver.autocommit = True
+            try:
+                return list(driver.execute(sql, params, prepare=True).fetchall())
+            finally:
+                if not driver.closed:
+                    driver.autocommit = False
+        except Exception as exc:
+            dbapi_error = self._engine.dialect.loaded_dbapi.Error
+            lost = getattr(driver, "broken", False) or (
+                isinstance(exc, dbapi_error) and self._engine.dialect.is_disconnect(exc, raw, None)
+            )
+            error = sa.exc.DBAPIError.instance(
+                sql, dict(params), exc, dbapi_error, connection_invalidated=lost
+            )
+            if lost:
+                raw.invalidate(exc)
+            if isinstance(error, sa.exc.DBAPIError):
+                raise translate(error, operation) from exc
+            raise
+        finally:
+            raw.close()
 
     def _insert_job_psycopg(self, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
         """The single insert statement straight on the pooled psycopg connection in autocommit
@@ -439,6 +481,13 @@ class JobOperations(SqlBase):
         if not claims:
             return set()
         pairs = list(claims.items())
+        if self._d.is_pg and self._bound is None and len(pairs) <= CHUNK:
+            rows = self._pg_autocommit(
+                "mark_dispatched",
+                _PG_DISPATCH_RAW,
+                {"ids": [job_id for job_id, _ in pairs], "seqs": [seq for _, seq in pairs]},
+            )
+            return {row[0] for row in rows}
         applied: set[UUID] = set()
         write = self._write_statement if len(pairs) <= CHUNK else self._write
         with write("mark_dispatched") as conn:
