@@ -102,3 +102,15 @@ def scheduler(engine: Any) -> SchedulerService:
 def store(engine: Any) -> JobStore:
     job_store: JobStore = engine.job_store()
     return job_store
+
+
+def test_enqueue_many_refuses_a_target_asking_for_a_parent_outcome(
+    scheduler: SchedulerService,
+) -> None:
+    from ratchet_api.errors import InvalidJobError
+    from tests.engine import workflow_targets
+
+    with pytest.raises(InvalidJobError, match="has no parent"):
+        scheduler.job(workflow_targets.add_one).enqueue()  # as a single enqueue refuses it
+    with pytest.raises(InvalidJobError, match="has no parent"):
+        scheduler.enqueue_many(workflow_targets.add_one, [(), ()])

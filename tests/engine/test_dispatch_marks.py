@@ -77,6 +77,45 @@ def test_a_superseded_claim_is_reported_and_a_store_error_is_unknown() -> None:
     assert DispatchMarks(Broken()).mark(job.id, 1) is None
 
 
+def test_a_job_queued_under_an_old_and_a_new_claim_answers_both_and_runs_once() -> None:
+    """The node claimed a job again while an older claim of it was still held: both starts
+    queue behind a running store call; the newer claim is marked, the older is superseded, and
+    neither thread is left waiting."""
+    store = _CountingStore()
+    store.insert_job(store_job())
+    blocker = store.insert_job(store_job())
+    first_claims = {j.id: j for j in store.claim_next_batch("n", 2)}
+    old = first_claims.pop(blocker.id, None) and next(iter(first_claims.values()))
+    assert old is not None
+    assert store.release_claim(old.id, old.claim_seq)
+    new = store.claim_next_batch("n", 1)[0]
+    assert new.id == old.id and new.claim_seq > old.claim_seq
+    marks = DispatchMarks(store)
+    answers: dict[str, bool | None] = {}
+
+    def start(name: str, job_id: UUID, seq: int) -> None:
+        answers[name] = marks.mark(job_id, seq)
+
+    lead = threading.Thread(target=start, args=("blocker", blocker.id, 1))
+    lead.start()
+    assert store.entered.wait(5)
+    threads = [
+        threading.Thread(target=start, args=("old", old.id, old.claim_seq)),
+        threading.Thread(target=start, args=("new", new.id, new.claim_seq)),
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while sum(len(w) for w in marks._queued.values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    store.proceed.set()
+    for thread in [lead, *threads]:
+        thread.join(5)
+        assert not thread.is_alive(), "a start was left waiting for its mark"
+    assert answers["old"] is False and answers["new"] is True
+    assert store.calls[1] == 1  # one mark for the job: its newest claim
+
+
 def test_a_job_run_by_the_worker_carries_its_started_mark(engine: Any, make_worker: Any) -> None:
     scheduler = engine.scheduler()
     job_id = scheduler.enqueue(targets.add, 1, 2)

@@ -268,6 +268,8 @@ class SchedulerService:
                     invocations.append(self._resolver.resolve(fn, list(args), {}))
                 except InvalidJobError as exc:
                     raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
+        if invocations:
+            refuse_parent_placeholders(invocations[0])  # one target: a job here has no parent
         with self._tracing.enqueue(invocations[0].target if invocations else "", len(items)):
             jobs = self._entities(invocations, options, now)
             if not jobs:

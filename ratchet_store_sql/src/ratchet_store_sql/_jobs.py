@@ -481,7 +481,12 @@ class JobOperations(SqlBase):
         if not claims:
             return set()
         pairs = list(claims.items())
-        if self._d.is_pg and self._bound is None and len(pairs) <= CHUNK:
+        if (
+            self._d.is_pg
+            and self._engine.dialect.driver == "psycopg"
+            and self._bound is None
+            and len(pairs) <= CHUNK
+        ):
             rows = self._pg_autocommit(
                 "mark_dispatched",
                 _PG_DISPATCH_RAW,

@@ -62,15 +62,17 @@ class LazyGroup(click.Group):
         self.lazy_modules: dict[str, str] = dict(lazy_modules or {})
 
     def _load(self, name: str) -> None:
-        module_name = self.lazy_modules.pop(name, None)
+        module_name = self.lazy_modules.get(name)
         if module_name is None:
             return
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name == module_name:
+                del self.lazy_modules[name]
                 return
-            raise
+            raise  # kept in lazy_modules: the next lookup reports the same error
+        del self.lazy_modules[name]
         module.register(self)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -82,13 +84,6 @@ class LazyGroup(click.Group):
         if cmd_name not in self.commands:
             self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
-
-    @property
-    def all_commands(self) -> dict[str, click.Command]:
-        """Every command, each module imported (for hosts that mount them: ``flask ratchet``)."""
-        for name in list(self.lazy_modules):
-            self._load(name)
-        return dict(self.commands)
 
 
 @attrs.define

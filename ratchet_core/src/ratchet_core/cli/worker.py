@@ -193,9 +193,9 @@ def _run(ctx: click.Context, burst: bool, burst_timeout: float, status: bool | N
 
     state = ctx.find_root().obj
     container = get_container(ctx)
-    limit_malloc_arenas(container.settings().get(WORKER_MALLOC_ARENA_MAX))
     upgrade_command = getattr(state, "upgrade_command", "ratchet db upgrade")
     try:
+        limit_malloc_arenas(container.settings().get(WORKER_MALLOC_ARENA_MAX))
         require_schema(container.job_store(), upgrade_command=upgrade_command)
         worker = container.worker()
     except RatchetError as exc:

@@ -218,7 +218,25 @@ def _submit(
 _HIDDEN_COMMANDS = frozenset({"tck", "demo"})
 
 
-@click.group("ratchet")
+def _lazy_group() -> type[click.Group]:
+    # each `flask ratchet` command's module is imported when that command runs, as with
+    # `ratchet` itself (a Flask app's import does not load the dashboard or the key tools)
+    from ratchet_core.cli import LazyGroup
+
+    return LazyGroup
+
+
+def _flask_commands() -> dict[str, str]:
+    from ratchet_core.cli import COMMAND_MODULES
+
+    return {
+        name: f"ratchet_core.cli.{module}"
+        for name, module in COMMAND_MODULES.items()
+        if name not in _HIDDEN_COMMANDS
+    }
+
+
+@click.group("ratchet", cls=_lazy_group(), lazy_modules=_flask_commands())
 @click.pass_context
 def ratchet_cli(ctx: click.Context) -> None:
     """Ratchet: worker, database schema, jobs and SPIs of this Flask app."""
@@ -238,17 +256,6 @@ def ratchet_cli(ctx: click.Context) -> None:
     # the command's options (``worker -c 8``) with them.
     ctx.call_on_close(container.reset_singletons)
     ctx.call_on_close(state.restore)
-
-
-def _mount_ratchet_commands() -> None:
-    from ratchet_core.cli import main
-
-    for name, command in main.all_commands.items():
-        if name not in _HIDDEN_COMMANDS and name not in ratchet_cli.commands:
-            ratchet_cli.add_command(command, name)
-
-
-_mount_ratchet_commands()
 
 
 __all__ = [
