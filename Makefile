@@ -1,6 +1,7 @@
 # `make test` is the README's test command and what .ci/run calls: it creates .venv, installs
 # every distribution of the repository (editable, all extras, test tools), runs ruff and
-# mypy --strict over the distributions, then the whole pytest suite.
+# mypy --strict over the distributions, then the whole pytest suite in two processes
+# (pytest-xdist).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -26,7 +27,7 @@ lint: install
 	$(BIN)/mypy $(DISTS)
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 demo: install
 	$(BIN)/ratchet demo
