@@ -51,13 +51,6 @@ JOBS = 240
 JOB_MS = 400
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def chaos_url(request: pytest.FixtureRequest) -> str:
-    from tests.conftest import backend_url
-
-    return backend_url(request, request.param)
-
-
 @dataclass
 class Cluster:
     url: str
@@ -141,9 +134,9 @@ def explain(number: int, runs: list[Execution], cluster: Cluster) -> list[str]:
 
 
 def test_chaos_loses_nothing_and_every_duplicate_is_explained(
-    chaos_url: str, tmp_path: Path
+    sql_store_url: str, tmp_path: Path
 ) -> None:
-    container = build_container(chaos_url)
+    container = build_container(sql_store_url)
     store = container.job_store()
     migrate(store)
     scheduler = container.scheduler()
@@ -153,9 +146,9 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
         # every 8th job fails its first execution; every 5th has no retry at all
         job = scheduler.job(targets.record).args(str(log), n, JOB_MS, n % 8 == 0)
         ids[job.max_retries(0 if n % 5 == 0 else 3).enqueue()] = n
-    cluster = Cluster(chaos_url, tmp_path)
+    cluster = Cluster(sql_store_url, tmp_path)
     a, b, c = cluster.start("a"), cluster.start("b"), cluster.start("c")
-    server = not chaos_url.startswith("sqlite")
+    server = not sql_store_url.startswith("sqlite")
     try:
         wait_for(lambda: len(executions(log)) >= 15, 60, "the workers to start running jobs")
         cluster.sigkill(a)
@@ -163,7 +156,7 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
         time.sleep(1.0)
         cluster.pause(b, 3.5)  # past worker.node_timeout (2 s): the others recover its jobs
         if server:
-            assert servers.kill_database_connections(chaos_url) >= 1
+            assert servers.kill_database_connections(sql_store_url) >= 1
             cluster.connections_killed_at = time.time()
         time.sleep(1.0)
         cluster.sigkill(c)
@@ -226,7 +219,7 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
         lost_with_kill = sum(1 for r in runs.values() for x in r if x.outcome is None)
         dead = sum(1 for j in jobs.values() if j.status is JobStatus.FAILED)
         print(
-            f"\n[{chaos_url.split(':', 1)[0]}] {JOBS} jobs, {total} executions, "
+            f"\n[{sql_store_url.split(':', 1)[0]}] {JOBS} jobs, {total} executions, "
             f"{len(duplicates)} jobs ran more than once, {lost_with_kill} executions lost "
             f"with a SIGKILLed worker, {dead} dead-lettered"
         )

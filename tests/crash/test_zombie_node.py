@@ -30,13 +30,6 @@ pytestmark = pytest.mark.slow
 NODE_TIMEOUT = timedelta(seconds=2)
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def crash_url(request: pytest.FixtureRequest) -> str:
-    from tests.conftest import backend_url
-
-    return backend_url(request, request.param)
-
-
 def running_of(store: JobStore, node_id: str) -> list[JobEntity]:
     query = store.capability(JobQueryStore)
     assert query is not None
@@ -85,9 +78,9 @@ class _ResumeBetweenFindAndReset:
 
 
 def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
-    crash_url: str, tmp_path: Path
+    sql_store_url: str, tmp_path: Path
 ) -> None:
-    container = build_container(crash_url)
+    container = build_container(sql_store_url)
     store = container.job_store()
     migrate(store)
     scheduler = container.scheduler()
@@ -97,7 +90,7 @@ def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
         for n in range(12)
     }
     node_id = f"zombie-{uuid.uuid4().hex[:8]}"
-    worker = start_worker(crash_url, node_id, tmp_path, concurrency=2)
+    worker = start_worker(sql_store_url, node_id, tmp_path, concurrency=2)
     try:
         wait_for(lambda: len(running_of(store, node_id)) >= 2, 60, "the worker to claim jobs")
         wait_for(lambda: len(executions(log)) >= 2, 30, "the 2 jobs to start")
@@ -140,7 +133,7 @@ def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
         fresh_numbers = {ids[j.id] for j in racy.fresh}
         duplicates = {n: r for n, r in runs.items() if len(r) > 1}
         print(
-            f"\n[{crash_url.split(':', 1)[0]}] held while stopped: {sorted(held_numbers)}, "
+            f"\n[{sql_store_url.split(':', 1)[0]}] held while stopped: {sorted(held_numbers)}, "
             f"claimed after resume: {sorted(fresh_numbers)}, ran more than once: "
             f"{ {n: len(r) for n, r in duplicates.items()} }"
         )

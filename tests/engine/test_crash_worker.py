@@ -33,13 +33,6 @@ REPO = Path(__file__).resolve().parents[2]
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def crash_url(request: pytest.FixtureRequest) -> str:
-    from tests.conftest import backend_url
-
-    return backend_url(request, request.param)
-
-
 def start_worker(url: str, node_id: str, cwd: Path, *extra: str) -> subprocess.Popen[bytes]:
     settings = {
         "store.url": url,
@@ -83,9 +76,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 def test_killed_worker_jobs_are_recovered_and_every_job_completes(
-    crash_url: str, tmp_path: Path
+    sql_store_url: str, tmp_path: Path
 ) -> None:
-    container = build_container(crash_url)
+    container = build_container(sql_store_url)
     store = container.job_store()
     migrate(store)
     scheduler = container.scheduler()
@@ -96,8 +89,8 @@ def test_killed_worker_jobs_are_recovered_and_every_job_completes(
     }
     victim_id = f"victim-{uuid.uuid4().hex[:8]}"
     survivor_id = f"survivor-{uuid.uuid4().hex[:8]}"
-    victim = start_worker(crash_url, victim_id, tmp_path, "-c", "4")
-    survivor = start_worker(crash_url, survivor_id, tmp_path, "-c", "4")
+    victim = start_worker(sql_store_url, victim_id, tmp_path, "-c", "4")
+    survivor = start_worker(sql_store_url, survivor_id, tmp_path, "-c", "4")
     try:
         query = store.capability(JobQueryStore)
 
@@ -125,7 +118,7 @@ def test_killed_worker_jobs_are_recovered_and_every_job_completes(
         assert set(counts) == set(ids.values()), "a job never ran"
         duplicated = {job_id for job_id, n in ids.items() if counts[n] > 1}
         print(
-            f"\n[{crash_url.split(':', maxsplit=1)[0]}] victim owned {len(owned_by_victim)} jobs at the "
+            f"\n[{sql_store_url.split(':', maxsplit=1)[0]}] victim owned {len(owned_by_victim)} jobs at the "
             f"kill; {len(duplicated)} jobs ran twice (at-least-once), "
             f"{sum(counts.values())} executions for {len(ids)} jobs"
         )
@@ -142,15 +135,17 @@ def test_killed_worker_jobs_are_recovered_and_every_job_completes(
         store.close()
 
 
-def test_sigterm_stops_gracefully_with_no_job_left_running(crash_url: str, tmp_path: Path) -> None:
-    container = build_container(crash_url)
+def test_sigterm_stops_gracefully_with_no_job_left_running(
+    sql_store_url: str, tmp_path: Path
+) -> None:
+    container = build_container(sql_store_url)
     store = container.job_store()
     migrate(store)
     scheduler = container.scheduler()
     log = tmp_path / "executions.log"
     ids = {scheduler.enqueue(targets.append_line, str(log), n, 300): n for n in range(40)}
     node_id = f"graceful-{uuid.uuid4().hex[:8]}"
-    worker = start_worker(crash_url, node_id, tmp_path, "-c", "2", "--prefetch", "6")
+    worker = start_worker(sql_store_url, node_id, tmp_path, "-c", "2", "--prefetch", "6")
     try:
         wait_for(lambda: sum(executions(log).values()) >= 2, 60, "the first executions")
         worker.send_signal(signal.SIGTERM)

@@ -31,13 +31,6 @@ REPO = Path(__file__).resolve().parents[2]
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb", "mongodb"])
-def crash_url(request: pytest.FixtureRequest) -> str:
-    from tests.conftest import backend_url
-
-    return backend_url(request, request.param)
-
-
 def start_worker(
     url: str, node_id: str, cwd: Path, *, stall_marker: Path | None = None
 ) -> subprocess.Popen[bytes]:
@@ -71,9 +64,9 @@ def lines(path: Path) -> collections.Counter[str]:
 
 
 def test_killed_between_parent_success_and_step_release_the_workflow_still_completes(
-    crash_url: str, tmp_path: Path
+    store_url: str, tmp_path: Path
 ) -> None:
-    container = build_container(crash_url)
+    container = build_container(store_url)
     store = container.job_store()
     migrate(store)
     scheduler = container.scheduler()
@@ -86,7 +79,7 @@ def test_killed_between_parent_success_and_step_release_the_workflow_still_compl
     builder.on_failure(t.label, "never")  # on the grandchild: cancelled once it succeeded
     root = builder.enqueue()
     child = builder.job_ids[1]
-    victim = start_worker(crash_url, f"victim-{tag}", tmp_path, stall_marker=marker)
+    victim = start_worker(store_url, f"victim-{tag}", tmp_path, stall_marker=marker)
     survivor = None
     try:
         wait_for(marker.exists, 60, "the victim to write the parent's success")
@@ -94,7 +87,7 @@ def test_killed_between_parent_success_and_step_release_the_workflow_still_compl
         assert store.find_by_id(child).status is JobStatus.WAITING, "released before the kill"
         victim.send_signal(signal.SIGKILL)
         victim.wait(10)
-        survivor = start_worker(crash_url, f"survivor-{tag}", tmp_path)
+        survivor = start_worker(store_url, f"survivor-{tag}", tmp_path)
 
         def done() -> bool:
             return all(store.find_by_id(i).status.is_terminal for i in builder.job_ids)
