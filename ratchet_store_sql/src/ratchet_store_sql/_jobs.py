@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -230,11 +230,16 @@ class JobOperations(SqlBase):
         return attrs.evolve(job, tags=(*tags,))
 
     def _pg_autocommit(
-        self, operation: str, sql: str, params: Mapping[str, Any]
+        self,
+        operation: str,
+        sql: str,
+        params: Mapping[str, Any],
+        on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None = None,
     ) -> list[tuple[Any, ...]]:
         """One statement straight on the pooled psycopg connection in autocommit (prepared by
-        the driver); its rows. Driver errors are translated as SQLAlchemy's would be, and a
-        connection found broken is invalidated."""
+        the driver); its rows. Driver errors are translated as SQLAlchemy's would be (an
+        integrity error by ``on_integrity`` when given), and a connection found broken is
+        invalidated."""
         self._check_open(operation)
         try:
             raw = self._raw_connection()
@@ -258,6 +263,8 @@ class JobOperations(SqlBase):
             )
             if lost:
                 raw.invalidate(exc)
+            if on_integrity is not None and isinstance(error, sa.exc.IntegrityError):
+                raise on_integrity(error) from exc
             if isinstance(error, sa.exc.DBAPIError):
                 raise translate(error, operation) from exc
             raise
@@ -268,40 +275,16 @@ class JobOperations(SqlBase):
         """The single insert statement straight on the pooled psycopg connection in autocommit
         (SQLAlchemy's per-execution work is a third of a single enqueue). True if the row was
         written, False if its idempotency key exists."""
-        self._check_open("insert_job")
-        sql = _pg_compiled(stmt, self._engine.dialect)
         params = {
             k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in row.items()
         }
-        try:
-            raw = self._raw_connection()
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate(exc, "insert_job") from exc
-        try:
-            driver: Any = raw.driver_connection
-            driver.autocommit = True
-            try:
-                return driver.execute(sql, params, prepare=True).fetchone() is not None
-            finally:
-                if not driver.closed:
-                    driver.autocommit = False
-        except Exception as exc:
-            dbapi_error = self._engine.dialect.loaded_dbapi.Error
-            lost = getattr(driver, "broken", False) or (
-                isinstance(exc, dbapi_error) and self._engine.dialect.is_disconnect(exc, raw, None)
-            )
-            error = sa.exc.DBAPIError.instance(
-                sql, params, exc, dbapi_error, connection_invalidated=lost
-            )
-            if lost:
-                raw.invalidate(exc)
-            if isinstance(error, sa.exc.IntegrityError):
-                raise self._duplicate(None, job, error) from exc
-            if isinstance(error, sa.exc.DBAPIError):
-                raise translate(error, "insert_job") from exc
-            raise
-        finally:
-            raw.close()
+        rows = self._pg_autocommit(
+            "insert_job",
+            _pg_compiled(stmt, self._engine.dialect),
+            params,
+            on_integrity=lambda error: self._duplicate(None, job, error),
+        )
+        return bool(rows)
 
     def _duplicate(
         self, conn: sa.Connection | None, job: JobEntity, exc: sa.exc.IntegrityError
