@@ -28,6 +28,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.model import JobPriority, JobStatus, JobType
+from ratchet_api.store.conversion import first_invalid_field
 from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
@@ -148,22 +149,6 @@ def _keys(cls: type) -> list[str]:
 _KEYS: dict[type, list[str]] = {cls: _keys(cls) for cls in (*_ID_FIELD, JobLogLine)}
 
 
-def _first_field(exc: BaseException) -> tuple[str, str]:
-    """(field, reason) of the first failure inside a cattrs validation error."""
-    if isinstance(exc, cattrs.ClassValidationError):
-        for sub in exc.exceptions:
-            for note in getattr(sub, "__notes__", []):
-                name = getattr(note, "name", None)
-                if isinstance(name, str):
-                    return name, _first_field(sub)[1]
-            return _first_field(sub)
-    if isinstance(exc, cattrs.IterableValidationError):
-        return _first_field(exc.exceptions[0]) if exc.exceptions else ("?", str(exc))
-    # attrs validators of the entities start their message with the attribute name
-    first = str(exc).split(" ", 1)[0].rstrip(":")
-    return (first if first.isidentifier() else "?"), f"{type(exc).__name__}: {exc}"
-
-
 def from_document(cls: type[T], doc: Mapping[str, Any], *, writing: bool = False) -> T:
     """Build an entity from a stored document; ``StoreDataError`` names what is wrong."""
     job_id = doc.get("_id") if cls is JobEntity and isinstance(doc.get("_id"), UUID) else None
@@ -175,7 +160,8 @@ def from_document(cls: type[T], doc: Mapping[str, Any], *, writing: bool = False
     try:
         return _converter.structure(doc, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError) as exc:
-        field, reason = _first_field(exc)
+        field, cause = first_invalid_field(exc)
+        reason = f"{type(cause).__name__}: {cause}"
         if field == "id" and cls is JobEntity:
             field = "_id"
         what = "invalid value" if writing else "invalid stored value"

@@ -27,6 +27,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.model import JobPriority, JobStatus, JobType
+from ratchet_api.store.conversion import first_invalid_field
 from ratchet_api.store.entities import (
     BatchEntity,
     BatchStatus,
@@ -155,20 +156,6 @@ def _detailed() -> cattrs.Converter:
     return _build(detailed=True)
 
 
-def _first_field(exc: BaseException) -> tuple[str, str]:
-    """(column, reason) of the first failure inside a cattrs validation error."""
-    if isinstance(exc, cattrs.ClassValidationError):
-        for sub in exc.exceptions:
-            for note in getattr(sub, "__notes__", []):
-                name = getattr(note, "name", None)
-                if isinstance(name, str):
-                    return name, _first_field(sub)[1]
-            return _first_field(sub)
-    # attrs validators of the entities start their message with the attribute name
-    first = str(exc).split(" ", 1)[0].rstrip(":'\"")
-    return (first if first.isidentifier() else "row"), str(exc)
-
-
 def _structure(row: Mapping[str, Any], cls: type[T], job_id: UUID | None = None) -> T:
     try:
         return _fast.structure(row, cls)
@@ -177,7 +164,8 @@ def _structure(row: Mapping[str, Any], cls: type[T], job_id: UUID | None = None)
     try:
         found = _detailed().structure(row, cls)
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
-        field, reason = _first_field(exc)
+        field, cause = first_invalid_field(exc, unknown="row")
+        reason = str(cause)
         what = "stored row is invalid" if field == "row" else "invalid stored value"
         raise StoreDataError(field, f"{what}: {reason}", job_id=job_id) from exc
     return found  # the fast converter failed where the detailed one did not: use its result
