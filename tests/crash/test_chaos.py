@@ -104,7 +104,9 @@ class Cluster:
             kill(process)
 
 
-def explain(number: int, runs: list[Execution], cluster: Cluster) -> list[str]:
+def explain(
+    number: int, runs: list[Execution], cluster: Cluster, dead: dict[int, float]
+) -> list[str]:
     """What is wrong with the executions of job ``number`` (nothing: an empty list)."""
     problems = []
     for run in runs:
@@ -116,7 +118,6 @@ def explain(number: int, runs: list[Execution], cluster: Cluster) -> list[str]:
     # when every database connection was killed (its completion or its node's heartbeats were
     # cut: the claim was recovered and the job ran again, as at-least-once delivery allows)
     cut = cluster.connections_killed_at
-    dead = cluster.declared_dead()
     lost = [
         r
         for r in successes
@@ -181,7 +182,10 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
             j.id for j in jobs.values() if j.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED)
         ]
         assert not stuck
-        problems = {ids[i]: found for i in ids if (found := explain(ids[i], runs[ids[i]], cluster))}
+        dead = cluster.declared_dead()  # read the workers' logs once
+        problems = {
+            ids[i]: found for i in ids if (found := explain(ids[i], runs[ids[i]], cluster, dead))
+        }
         assert not problems, problems
         for job_id, job in jobs.items():
             job_runs = runs[ids[job_id]]
@@ -193,7 +197,6 @@ def test_chaos_loses_nothing_and_every_duplicate_is_explained(
                 # the attempt it used is charged, so a job without retries left then goes to
                 # the dead letter as WorkerLost), or stopped and declared dead (its late result
                 # is refused)
-                dead = cluster.declared_dead()
                 failed = [
                     r
                     for r in job_runs
