@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -261,6 +262,23 @@ def drop_mongo_database(url: str) -> None:
         client.close()
 
 
+def wait_until_killed(admin: Any, ids: list[int]) -> None:
+    """Wait (at most 5 s) until MariaDB's processlist no longer shows the KILLed ids."""
+    import sqlalchemy as sa
+
+    deadline = time.monotonic() + 5
+    while ids and time.monotonic() < deadline:
+        left = admin.execute(
+            sa.text(
+                "SELECT count(*) FROM information_schema.processlist WHERE id IN :ids"
+            ).bindparams(sa.bindparam("ids", expanding=True)),
+            {"ids": ids},
+        ).scalar_one()
+        if not left:
+            return
+        time.sleep(0.01)
+
+
 def kill_database_connections(url: str) -> int:
     """Terminate every server connection to the database of ``url`` (``pg_terminate_backend``
     / MariaDB ``KILL``) from an admin connection; returns how many were killed. Crash tests use
@@ -273,7 +291,8 @@ def kill_database_connections(url: str) -> int:
             if engine.dialect.name == "postgresql":
                 killed = admin.execute(
                     sa.text(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        # the timeout makes each call wait until that backend has exited
+                        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
                         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                     )
                 ).scalar_one()
@@ -293,6 +312,7 @@ def kill_database_connections(url: str) -> int:
                 for pid in ids:
                     admin.exec_driver_sql(f"KILL {int(pid)}")
                 killed = len(ids)
+                wait_until_killed(admin, ids)
             admin.commit()
     finally:
         engine.dispose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import select
+import time
 from importlib.util import find_spec
 from typing import Any
 
@@ -85,9 +87,10 @@ def create_store_engine(
         kwargs.setdefault("pool_size", pool_size or 10)
         kwargs.setdefault("max_overflow", 10)
         kwargs.setdefault("pool_recycle", 3600)
-        # A pooled connection the server dropped (restart, pg_terminate_backend, KILL, idle
-        # timeout) is found by a ping at checkout and replaced, before any statement is sent.
-        kwargs.setdefault("pool_pre_ping", True)
+    # A pooled connection the server dropped is found at checkout and replaced before any
+    # statement is sent: by SQLAlchemy's ping on every checkout when the caller asks for
+    # pool_pre_ping, otherwise by the cheaper check of install_liveness_check.
+    liveness = backend != "sqlite" and "pool_pre_ping" not in kwargs
     if backend in ("mysql", "mariadb"):
         # InnoDB's REPEATABLE READ takes gap locks that make claimers and completers deadlock;
         # every statement of the store is written for READ COMMITTED.
@@ -99,7 +102,78 @@ def create_store_engine(
         raise StoreError(f"cannot create an engine for {parsed!r}: {exc}{hint}") from exc
     if backend == "sqlite":
         configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+    if liveness:
+        install_liveness_check(engine)
     return engine
+
+
+PING_AFTER_IDLE_SECONDS = 10.0
+"""A pooled connection idle longer than this is pinged at checkout (PgBouncer's
+``server_check_delay`` rule); one used more recently is pinged only if its socket shows the
+server closed it or sent something unasked."""
+
+_LAST_USED = "ratchet_last_used"
+
+
+def _socket_of(dbapi_connection: Any) -> int | None:
+    """The file descriptor of a DBAPI connection's socket (psycopg 3, PyMySQL), else None."""
+    fileno = getattr(dbapi_connection, "fileno", None)  # psycopg 3
+    if fileno is None:
+        sock = getattr(dbapi_connection, "_sock", None)  # PyMySQL
+        fileno = getattr(sock, "fileno", None)
+    if fileno is None:
+        return None
+    try:
+        fd = fileno()
+    except Exception:  # noqa: BLE001 - a closed connection has no socket: ping it
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
+
+
+def _idle_socket_is_quiet(dbapi_connection: Any) -> bool:
+    """True when the idle connection's socket has nothing to read: the server has neither
+    closed it (restart, ``pg_terminate_backend``, ``KILL``, idle timeout: the socket reads
+    EOF or a FATAL message) nor sent anything. No round trip."""
+    fd = _socket_of(dbapi_connection)
+    if fd is None:
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    try:
+        return not poller.poll(0)
+    except (OSError, ValueError):
+        return False
+
+
+def install_liveness_check(engine: sa.Engine) -> None:
+    """Replace SQLAlchemy's ping on every checkout by a check that costs no round trip for
+    a connection in steady use: a connection is pinged only when it was idle longer than
+    :data:`PING_AFTER_IDLE_SECONDS`, or when its socket is readable while idle (the server
+    closed it or wrote to it). A failed ping discards the connection and the pool checks
+    out another (``DisconnectionError``). A connection that dies between this check and its
+    statement fails that statement, as with a ping; the stores retry transient errors."""
+    dialect = engine.dialect
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        last_used = record.info.get(_LAST_USED)
+        if (
+            last_used is not None
+            and time.monotonic() - last_used < PING_AFTER_IDLE_SECONDS
+            and _idle_socket_is_quiet(dbapi_connection)
+        ):
+            return
+        try:
+            alive = dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise sa.exc.DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
+        if alive is False:
+            raise sa.exc.DisconnectionError("pooled connection failed its ping")
+
+    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "checkin")
+    def _on_used(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_LAST_USED] = time.monotonic()
 
 
 SQLITE_SYNCHRONOUS_DEFAULT = "FULL"
@@ -163,6 +237,8 @@ __all__ = [
     "IMMEDIATE",
     "SQLITE_BUSY_TIMEOUT_MS",
     "SQLITE_SYNCHRONOUS_DEFAULT",
+    "PING_AFTER_IDLE_SECONDS",
     "configure_sqlite",
     "create_store_engine",
+    "install_liveness_check",
 ]

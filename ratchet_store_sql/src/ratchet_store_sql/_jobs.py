@@ -70,24 +70,31 @@ def _seconds(value: timedelta, field: str) -> float:
 
 
 _PG_NOW = "timezone('UTC', statement_timestamp())"
+# ``j.status || ''``: the fence of a write by job id keeps the status out of the index
+# conditions, so that the primary key is the way in (see ``Dialect.unindexed``)
 _PG_DISPATCH_MANY = sa.text(
     f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING' RETURNING j.id"
 ).columns(sa.column("id", sa.Uuid()))
 # the same statement for the driver itself (``_pg_autocommit``): a started mark sits between a
 # job's hand-over to its thread and its start, so SQLAlchemy's per-execution work counts there
+# and its commit does not wait for the WAL flush (``synchronous_commit`` off for this statement's
+# own transaction only): a mark lost to a crash of the server itself (not of a worker) makes
+# recovery give the attempt back to a job that had started, the at-least-once rule's usual
+# duplicate; every other write of the store stays synchronous
 _PG_DISPATCH_RAW = (
     f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
-    " FROM unnest(%(ids)s::uuid[], %(seqs)s::integer[]) AS v(id, seq)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING' RETURNING j.id"
+    " FROM unnest(%(ids)s::uuid[], %(seqs)s::integer[]) AS v(id, seq),"
+    " (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING' RETURNING j.id"
 )
 _PG_SUCCEED_MANY = sa.text(
     "WITH done AS (UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result,"
     f" owner = NULL, finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
     " AS v(id, seq, result)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status = 'RUNNING'"
+    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
     " RETURNING j.id, j.batch_id),"
     # batch children are counted by the same statement (the BatchStore progress contract)
     " counted AS (UPDATE ratchet_batches AS b SET succeeded = b.succeeded + c.n"
@@ -494,7 +501,7 @@ class JobOperations(SqlBase):
         fence = sa.and_(
             J.c.id.in_([job_id for job_id, _ in part]),
             sa.tuple_(J.c.id, J.c.claim_seq).in_(list(part)),
-            J.c.status == RUNNING,
+            self._d.unindexed(J.c.status) == RUNNING,
         )
         # the first mark of a claim stands (a repeated mark still reports the claim current)
         stamp = sa.func.coalesce(J.c.dispatched_at, self._d.now())
@@ -522,7 +529,11 @@ class JobOperations(SqlBase):
         (True: succeeded, False: failed) marks a terminal write, which also counts the job in
         its batch in the same transaction."""
         values.setdefault("updated_at", self._d.now())
-        where = [J.c.id == job_id, J.c.claim_seq == claim_seq, J.c.status == RUNNING]
+        where = [
+            J.c.id == job_id,
+            J.c.claim_seq == claim_seq,
+            self._d.unindexed(J.c.status) == RUNNING,
+        ]
         if extra is not None:
             where.append(extra)
         write = self._write_statement if finishes is None else self._write
@@ -568,7 +579,7 @@ class JobOperations(SqlBase):
         fence = sa.and_(
             J.c.id.in_(ids),
             sa.tuple_(J.c.id, J.c.claim_seq).in_([(c.job_id, c.claim_seq) for c in part]),
-            J.c.status == RUNNING,
+            self._d.unindexed(J.c.status) == RUNNING,
         )
         results = {c.result for c in part}
         result: Any
@@ -970,7 +981,11 @@ class JobOperations(SqlBase):
             for part in chunks(list(job_ids)):
                 stmt = (
                     sa.update(J)
-                    .where(J.c.owner == node_id, J.c.status == RUNNING, J.c.id.in_(part))
+                    .where(
+                        J.c.id.in_(part),
+                        self._d.unindexed(J.c.owner) == node_id,
+                        self._d.unindexed(J.c.status) == RUNNING,
+                    )
                     .values(heartbeat_at=self._d.now())
                 )
                 count += conn.execute(stmt).rowcount
