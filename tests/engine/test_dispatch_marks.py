@@ -1,13 +1,19 @@
 """Started marks (issue 17): the worker writes ``mark_dispatched`` when a job starts, batching
-the marks of jobs that start together; a claim the store reports superseded is not run."""
+the marks of jobs that start together. A mark is noted (written shortly after the start, not at
+all for a job that finished first) while the store cannot have taken the claim back, and checked
+before the job runs otherwise; a claim the store reports superseded is not run."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
+
+import pytest
 
 from ratchet_api.model import JobStatus
 from ratchet_core.worker.dispatch import DispatchMarks
@@ -116,13 +122,125 @@ def test_a_job_queued_under_an_old_and_a_new_claim_answers_both_and_runs_once() 
     assert store.calls[1] == 1  # one mark for the job: its newest claim
 
 
-def test_a_job_run_by_the_worker_carries_its_started_mark(engine: Any, make_worker: Any) -> None:
+def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_noted_mark_is_written_after_the_delay_unless_the_job_finished_first() -> None:
+    store = _CountingStore()
+    store.proceed.set()
+    for _ in range(3):
+        store.insert_job(store_job())
+    a, b, c = store.claim_next_batch("n", 3)
+    marks = DispatchMarks(store, delay=0.2)
+    marks.note(a.id, a.claim_seq)
+    marks.note(b.id, b.claim_seq)
+    marks.note(c.id, c.claim_seq)
+    marks.forget(b.id, b.claim_seq)  # b finished within the delay: no mark needed
+    assert store.calls == [], "a noted mark was written before its delay"
+    assert _wait_for(lambda: store.calls)
+    assert store.calls == [2], "the noted marks were not written together"
+    assert store.find_by_id(a.id).dispatched_at is not None
+    assert store.find_by_id(c.id).dispatched_at is not None
+    assert store.find_by_id(b.id).dispatched_at is None
+    marks.close()
+
+
+def test_a_noted_mark_of_a_superseded_claim_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    store = InMemoryJobStore()
+    store.insert_job(store_job())
+    job = store.claim_next_batch("n", 1)[0]
+    assert store.cancel_job(job.id)  # cancelled while its job started
+    marks = DispatchMarks(store, delay=0.0)
+    with caplog.at_level(logging.WARNING, logger="ratchet.worker"):
+        marks.note(job.id, job.claim_seq)
+        marks.close()
+    assert any(
+        str(job.id) in r.getMessage() and "outcome will be refused" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_close_writes_the_noted_marks_still_pending() -> None:
+    store = InMemoryJobStore()
+    store.insert_job(store_job())
+    job = store.claim_next_batch("n", 1)[0]
+    marks = DispatchMarks(store, delay=60.0)
+    marks.note(job.id, job.claim_seq)
+    marks.close()
+    assert store.find_by_id(job.id).dispatched_at is not None
+
+
+def test_a_long_job_gets_its_started_mark_while_it_runs(
+    engine: Any, make_worker: Any, tmp_path: Any
+) -> None:
+    scheduler = engine.scheduler()
+    store = engine.job_store()
+    job_id = scheduler.enqueue(targets.append_line, str(tmp_path / "runs"), 1, 1500)
+    worker = make_worker(engine)
+    worker.start()
+    assert _wait_for(lambda: store.find_by_id(job_id).status is JobStatus.RUNNING)
+    assert _wait_for(lambda: store.find_by_id(job_id).dispatched_at is not None, 1.0), (
+        "the running job's started mark was not written"
+    )
+    assert store.find_by_id(job_id).status is JobStatus.RUNNING
+
+
+def test_a_short_job_needs_no_store_call_for_its_mark(engine: Any, make_worker: Any) -> None:
     scheduler = engine.scheduler()
     job_id = scheduler.enqueue(targets.add, 1, 2)
-    make_worker(engine).run_until_idle(20)
+    make_worker(engine, flush_interval=timedelta(seconds=0.5)).run_until_idle(20)
     stored = engine.job_store().find_by_id(job_id)
     assert stored.status is JobStatus.SUCCEEDED
-    assert stored.dispatched_at is not None and stored.dispatched_at >= stored.started_at
+    assert stored.dispatched_at is None  # it finished before its noted mark was due
+
+
+def test_a_job_given_back_uncharged_before_is_checked_before_it_runs(
+    engine: Any, make_worker: Any
+) -> None:
+    """A claim given back without charging the attempt (claim_seq > attempt) may have killed
+    its worker before a noted mark: its next start is checked, marked before the job runs."""
+    scheduler = engine.scheduler()
+    store = engine.job_store()
+    job_id = scheduler.enqueue(targets.add, 2, 3)
+    ghost = store.claim_next_batch("ghost-node", 1)[0]
+    assert store.release_claim(ghost.id, ghost.claim_seq)  # attempt given back
+    make_worker(engine, flush_interval=timedelta(seconds=0.5)).run_until_idle(20)
+    stored = store.find_by_id(job_id)
+    assert stored.status is JobStatus.SUCCEEDED and stored.attempt == 1
+    assert stored.dispatched_at is not None
+
+
+def test_a_claim_cancelled_while_queued_past_half_the_node_timeout_is_not_run(
+    engine: Any, make_worker: Any, tmp_path: Any
+) -> None:
+    """One job thread: the second job waits in the prefetch buffer behind a slow one and is
+    cancelled meanwhile; by its start its claim is older than half the node timeout, so its
+    mark is checked, the store reports the claim superseded and the job does not run."""
+    scheduler = engine.scheduler()
+    store = engine.job_store()
+    slow = scheduler.enqueue(targets.append_line, str(tmp_path / "runs"), 1, 1500)
+    queued = scheduler.enqueue(targets.record, "mark-queued", 1)
+    worker = make_worker(
+        engine,
+        concurrency=1,
+        prefetch=4,
+        node_timeout=timedelta(seconds=2),
+        heartbeat_interval=timedelta(seconds=0.2),
+    )
+    worker.start()
+    assert _wait_for(lambda: store.find_by_id(queued).status is JobStatus.RUNNING)
+    assert store.find_by_id(slow).status is JobStatus.RUNNING
+    assert scheduler.cancel(queued)
+    assert _wait_for(lambda: store.find_by_id(slow).status is JobStatus.SUCCEEDED)
+    assert worker.run_until_idle(10)
+    assert ("mark-queued", 1) not in targets.CALLS
+    assert store.find_by_id(queued).status is JobStatus.CANCELLED
 
 
 def store_job() -> Any:

@@ -59,6 +59,8 @@ def test_stale_completion_of_an_earlier_claim_leaves_the_newer_claim_of_the_same
     worker.start()
     try:
         assert started.wait(10)
+        # the stall comes after the start was recorded (its noted mark, written a few ms later)
+        assert wait_for(lambda: store.find_by_id(job_id).dispatched_at is not None)
         # a cutoff in the future: the live node counts as dead (as if it had paused)
         assert (
             store.reset_orphan_jobs([worker.node_id], store.server_now() + timedelta(hours=1)) == 1

@@ -263,6 +263,7 @@ class CompletionBatcher:
                 one_line(exc),
             )
             applied = None
+            self._mark_started({item.job_id: item.claim_seq})
         if self._audit is not None and item.record is not None and applied is not None:
             record = item.record if applied else attrs.evolve(item.record, superseded=True)
             self._save_records([record])
@@ -277,6 +278,7 @@ class CompletionBatcher:
         jobs: recovery then runs them again instead of them staying RUNNING forever."""
         for item in batch:
             self._metrics.success_finalization_stuck(item.completion.job_id, item.job_type)
+        self._mark_started({i.completion.job_id: i.completion.claim_seq for i in batch})
         try:
             self._on_flushed(batch, [])
         except Exception:  # noqa: BLE001 - the flusher must survive anything
@@ -341,7 +343,17 @@ class CompletionBatcher:
                     c.job_id,
                     one_line(exc),
                 )
+                self._mark_started({c.job_id: c.claim_seq})
         return applied
+
+    def _mark_started(self, claims: dict[UUID, int]) -> None:
+        """Best effort: the started mark of jobs that ran but whose outcome stays unwritten
+        (a short job's noted mark is skipped once its outcome is handed over), so that
+        recovery charges the attempt they used."""
+        try:
+            self._store.mark_dispatched(claims)
+        except Exception as exc:  # noqa: BLE001 - recovery then gives the attempt back
+            _log.debug("started marks of %d unwritten job(s) failed: %s", len(claims), exc)
 
     def _finalize_one(self, item: PendingCompletion) -> bool:
         c = item.completion

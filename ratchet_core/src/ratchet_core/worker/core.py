@@ -183,7 +183,6 @@ class Worker:
                 )
             loader = resolver
         self._store = store
-        self._dispatch = DispatchMarks(store)  # started marks (issue 17), written in _begin
         self._serializer = serializer
         self._resolver: TargetLoader = loader
         self._class_policy = class_policy
@@ -215,6 +214,9 @@ class Worker:
         self._tracing = tracing_from_config(settings)
         self._maintenance_tasks = [retention] if retention is not None else []
         s = self.settings
+        # started marks (issue 17), written or noted in _begin
+        self._dispatch = DispatchMarks(store, delay=s.flush_interval.total_seconds())
+        self._mark_lease = s.node_timeout.total_seconds() / 2
 
         self._audit = store.capability(JobAuditStore) if s.audit else None
         self._extension = store.capability(JobExtensionStore)
@@ -408,6 +410,7 @@ class Worker:
             )
         if self._batcher is not None:
             self._batcher.close()
+        self._dispatch.close()
         if self._workflow is not None:
             self._workflow.close()
         if self._executor is not None:
@@ -589,6 +592,7 @@ class Worker:
                 self._wake.clear()
                 continue
             self._wakeup_requested = False
+            sent = time.monotonic()  # before the claim: the store stamps it later
             try:
                 claim = self._producer.poll_once()
             except CircuitBreakerOpenError:
@@ -607,7 +611,7 @@ class Worker:
             claimed, want = claim.jobs, claim.asked
             if claimed:
                 self._metrics.jobs_claimed(self.node_id, len(claimed))
-                for job in [ClaimedJob(entity) for entity in claimed]:
+                for job in [ClaimedJob(entity, sent) for entity in claimed]:
                     # one job's failure must not strand the rest of the batch (claimed by
                     # this node but unknown to it until stale recovery)
                     try:
@@ -771,8 +775,19 @@ class Worker:
             return False
         entity = job.entity
         # Started mark (issue 17, store side): recovery charges no attempt to a claim never
-        # marked; a claim the store reports superseded is not run (it would run twice).
-        if self._dispatch.mark(entity.id, entity.claim_seq) is False:
+        # marked. The store can take a claim back only once the job's heartbeat is
+        # node_timeout old (reset_orphan_jobs, the stale-job sweep); the claim stamped it, so
+        # within half of that since the claim was sent, nothing can have superseded it and
+        # the mark is noted (written shortly after the start, skipped if the job finished
+        # first). Later, or for a job given back without charge before (claim_seq > attempt:
+        # it may have killed its worker before its mark was written), the mark is checked
+        # before the job runs and a claim the store reports superseded is not run.
+        if (
+            entity.claim_seq == entity.attempt
+            and time.monotonic() - job.claimed_mono < self._mark_lease
+        ):
+            self._dispatch.note(entity.id, entity.claim_seq)
+        elif self._dispatch.mark(entity.id, entity.claim_seq) is False:
             _log.warning("job %s was recovered or cancelled before it started; not run", entity.id)
             self._flow.release(entity)  # the permit taken just above
             with self._lock:
@@ -1109,6 +1124,8 @@ class Worker:
 
     def _release_slot(self, job: ClaimedJob) -> None:
         next_job: ClaimedJob | None = None
+        # finished (or given back): a noted started mark not yet written is not needed
+        self._dispatch.forget(job.entity.id, job.entity.claim_seq)
         self._counters.add("running", -1)
         self._give_back(job)
         with self._lock:
@@ -1176,6 +1193,7 @@ class Worker:
         stays owned and heartbeated."""
         if self._owned.get(job.entity.id) is job:
             del self._owned[job.entity.id]
+        self._dispatch.forget(job.entity.id, job.entity.claim_seq)
 
     def _settling(self) -> bool:
         return self._workflow is not None and self._workflow.pending > 0

@@ -1,16 +1,27 @@
-"""Started marks: the worker tells the store a claimed job is starting (``mark_dispatched``)
-just before it runs, so that recovery never charges an attempt to a job that did not start.
+"""Started marks: the worker tells the store a claimed job has started (``mark_dispatched``),
+so that recovery never charges an attempt to a job that did not start.
 
-Threads that start jobs at the same moment share one store call (group commit): one thread at a
-time writes every mark queued so far; the others wait, each on its own event, for their answer,
-and when the writer is done it wakes only the threads it answered, plus one still waiting, which
-writes the next group (no wake-up of every waiting thread per call).
+A mark is written one of two ways:
+
+* **checked** (:meth:`DispatchMarks.mark`): before the job runs, and the job runs only if the
+  store answers that its claim is still current. Threads that start jobs at the same moment
+  share one store call (group commit): one thread at a time writes every mark queued so far;
+  the others wait, each on its own event, for their answer, and when the writer is done it
+  wakes only the threads it answered, plus one still waiting, which writes the next group.
+* **noted** (:meth:`DispatchMarks.note`): the job starts at once and a writer thread writes the
+  mark ``delay`` seconds later, together with the other noted marks, unless the job finished
+  first (:meth:`DispatchMarks.forget`): a short job costs no store call for its mark. The
+  worker notes a mark only when the store cannot have taken the claim back (see
+  ``Worker._begin``). A job whose worker dies before its noted mark is written is given back
+  without charging the attempt; its next claim is then checked, so a job that kills its worker
+  at once is charged from its second claim on.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from uuid import UUID
 
 from ratchet_api.store.protocols import JobStore
@@ -31,16 +42,91 @@ class _Waiter:
 class DispatchMarks:
     """Writes started marks, batching the marks of concurrently starting jobs. Thread safe."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, delay: float = 0.005) -> None:
         self._store = store
         self._lock = threading.Lock()
         # job id -> waiters: one job may be queued under two claims (an older claim of it still
         # held when the node claims it again); the store is asked about the newest
         self._queued: dict[UUID, list[_Waiter]] = {}
         self._writing = False
+        # noted marks: job id -> claim sequence, written by the writer thread unless forgotten
+        self._delay = max(0.0, delay)
+        self._noted: dict[UUID, int] = {}
+        self._running: dict[UUID, int] = {}  # noted and not forgotten (written or not)
+        self._noted_cond = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ noted marks
+
+    def note(self, job_id: UUID, claim_seq: int) -> None:
+        """The job starts now; its mark is written about ``delay`` seconds later unless
+        :meth:`forget` comes first. Never blocks on the store."""
+        with self._noted_cond:
+            self._noted[job_id] = claim_seq
+            self._running[job_id] = claim_seq
+            if self._writer is None and not self._closed:
+                self._writer = threading.Thread(
+                    target=self._write_noted, name="ratchet-started-marks", daemon=True
+                )
+                self._writer.start()
+            self._noted_cond.notify()
+
+    def forget(self, job_id: UUID, claim_seq: int) -> None:
+        """The job finished (or was given back): a noted mark not yet written is dropped."""
+        with self._noted_cond:
+            if self._running.get(job_id) == claim_seq:
+                del self._running[job_id]
+                if self._noted.get(job_id) == claim_seq:
+                    del self._noted[job_id]
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write the noted marks still pending and stop the writer thread."""
+        with self._noted_cond:
+            self._closed = True
+            writer = self._writer
+            self._noted_cond.notify()
+        if writer is not None:
+            writer.join(timeout)
+
+    def _write_noted(self) -> None:
+        while True:
+            with self._noted_cond:
+                while not self._noted and not self._closed:
+                    self._noted_cond.wait()
+                if not self._noted:
+                    return
+                closing = self._closed
+            if not closing and self._delay:
+                time.sleep(self._delay)  # jobs that finish meanwhile need no mark
+            with self._noted_cond:
+                group, self._noted = self._noted, {}
+            if group:
+                self._write_noted_group(group)
+
+    def _write_noted_group(self, group: dict[UUID, int]) -> None:
+        try:
+            applied = self._store.mark_dispatched(group)
+        except Exception as exc:  # noqa: BLE001 - the jobs run on; recovery gives them back free
+            _log.warning("writing the started marks of %d job(s) failed: %s", len(group), exc)
+            return
+        with self._noted_cond:
+            superseded = [
+                job_id
+                for job_id, seq in group.items()
+                if job_id not in applied and self._running.get(job_id) == seq
+            ]
+        for job_id in superseded:
+            _log.warning(
+                "job %s was recovered or cancelled while it started: its outcome will be "
+                "refused (the claim is no longer current)",
+                job_id,
+            )
+
+    # ------------------------------------------------------------------ checked marks
 
     def mark(self, job_id: UUID, claim_seq: int) -> bool | None:
-        """True: the claim is current and marked started; False: the claim was superseded
+        """A checked mark, written before the job runs. True: the claim is current and marked started; False: the claim was superseded
         (recovered, cancelled, claimed again) and the job should not run; None: the store
         could not be reached (logged; the job runs, and if its node dies its attempt is
         counted as before)."""

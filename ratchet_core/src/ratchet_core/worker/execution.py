@@ -26,6 +26,7 @@ class ClaimedJob:
 
     __slots__ = (
         "called",
+        "claimed_mono",
         "entity",
         "gate",
         "holds_slot",
@@ -36,8 +37,11 @@ class ClaimedJob:
         "state",
     )
 
-    def __init__(self, entity: JobEntity) -> None:
+    def __init__(self, entity: JobEntity, claimed_mono: float | None = None) -> None:
         self.entity = entity
+        self.claimed_mono = time.monotonic() if claimed_mono is None else claimed_mono
+        """``time.monotonic()`` just before the claim was sent (the claim stamped the job's
+        heartbeat after it)."""
         self.invocation: JobInvocation | None = None
         self.loaded: Any = None
         self.gate = "sync"

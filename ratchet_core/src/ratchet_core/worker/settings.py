@@ -109,7 +109,8 @@ WORKER_FLUSH_INTERVAL = register_key(
         "worker.completion_flush_interval",
         parse_duration,
         timedelta(milliseconds=5),
-        "Successful completions are written in batches at most this long after the job ended.",
+        "Successful completions are written in batches at most this long after the job ended; "
+        "noted started marks this long after the job started (none if it ended first).",
     )
 )
 WORKER_FLUSH_BATCH_SIZE = register_key(
