@@ -176,6 +176,36 @@ def test_close_writes_the_noted_marks_still_pending() -> None:
     assert store.find_by_id(job.id).dispatched_at is not None
 
 
+def test_a_noted_mark_that_failed_to_write_is_written_again() -> None:
+    class FailingOnce(InMemoryJobStore):
+        failures = 1
+
+        def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
+            if self.failures:
+                self.failures -= 1
+                raise RuntimeError("store blip")
+            return super().mark_dispatched(claims)
+
+    store = FailingOnce()
+    store.insert_job(store_job())
+    job = store.claim_next_batch("n", 1)[0]
+    marks = DispatchMarks(store, delay=0.0)
+    marks.note(job.id, job.claim_seq)
+    assert _wait_for(lambda: store.find_by_id(job.id).dispatched_at is not None, 5)
+    assert store.failures == 0
+    marks.close()
+
+
+def test_a_mark_noted_after_close_is_written_at_once() -> None:
+    store = InMemoryJobStore()
+    store.insert_job(store_job())
+    job = store.claim_next_batch("n", 1)[0]
+    marks = DispatchMarks(store, delay=60.0)
+    marks.close()
+    marks.note(job.id, job.claim_seq)
+    assert store.find_by_id(job.id).dispatched_at is not None
+
+
 def test_a_long_job_gets_its_started_mark_while_it_runs(
     engine: Any, make_worker: Any, tmp_path: Any
 ) -> None:

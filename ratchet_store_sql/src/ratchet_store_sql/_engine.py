@@ -135,7 +135,7 @@ def _idle_socket_is_quiet(dbapi_connection: Any) -> bool:
     closed it (restart, ``pg_terminate_backend``, ``KILL``, idle timeout: the socket reads
     EOF or a FATAL message) nor sent anything. No round trip."""
     fd = _socket_of(dbapi_connection)
-    if fd is None:
+    if fd is None or not hasattr(select, "poll"):  # no poll(2) (Windows): ping
         return False
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLPRI)

@@ -4,6 +4,7 @@ nodes and tags."""
 from __future__ import annotations
 
 import functools
+import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -39,6 +40,7 @@ from ratchet_store_sql._errors import ConnectionLostError, translate
 J = s.jobs
 T = s.job_tags
 PENDING = JobStatus.PENDING.value
+_log = logging.getLogger("ratchet.store")
 RUNNING = JobStatus.RUNNING.value
 TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
 
@@ -70,6 +72,9 @@ def _seconds(value: timedelta, field: str) -> float:
 
 
 _PG_NOW = "timezone('UTC', statement_timestamp())"
+ANALYZE_AFTER_ROWS = 1_000
+"""A PostgreSQL bulk insert of at least this many rows refreshes the table's statistics when
+the planner knows fewer rows than were inserted (``_refresh_statistics``)."""
 # ``j.status || ''``: the fence of a write by job id keeps the status out of the index
 # conditions, so that the primary key is the way in (see ``Dialect.unindexed``)
 _PG_DISPATCH_MANY = sa.text(
@@ -830,7 +835,29 @@ class JobOperations(SqlBase):
         if not jobs:
             return 0
         with self._write("bulk_insert") as conn:
-            return self._insert_jobs(conn, jobs)
+            inserted = self._insert_jobs(conn, jobs)
+        if inserted >= ANALYZE_AFTER_ROWS and self._d.is_pg and self._bound is None:
+            self._refresh_statistics(inserted)
+        return inserted
+
+    def _refresh_statistics(self, inserted: int) -> None:
+        """``ANALYZE ratchet_jobs`` when the planner's row count for the table is below the
+        rows just inserted (a new table, or one that grew several-fold since autovacuum last
+        looked). With statistics of a near-empty table, PostgreSQL plans the claim as a
+        bitmap scan that sorts every pending job (measured: 80-140 ms per claim of 50 with
+        200,000 pending, an on-disk sort) instead of reading the claim index in order and
+        stopping at the limit (well under a millisecond); autovacuum would fix it only up to
+        a minute later. Best effort: a role that may not analyze the table is ignored."""
+        try:
+            with self._write("analyze") as conn:
+                known = conn.execute(
+                    sa.text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
+                    {"t": J.name},
+                ).scalar()
+                if known is None or float(known) < inserted:
+                    conn.exec_driver_sql(f"ANALYZE {J.name}")
+        except Exception as exc:  # noqa: BLE001 - statistics are an optimisation
+            _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
 
     def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
         """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""

@@ -782,9 +782,15 @@ class Worker:
         # first). Later, or for a job given back without charge before (claim_seq > attempt:
         # it may have killed its worker before its mark was written), the mark is checked
         # before the job runs and a claim the store reports superseded is not run.
+        # Both clocks are asked: the monotonic one keeps running through SIGSTOP, the store's
+        # (local wall clock + measured offset) through a host suspend.
         if (
             entity.claim_seq == entity.attempt
             and time.monotonic() - job.claimed_mono < self._mark_lease
+            and (
+                entity.heartbeat_at is None
+                or (self._now() - entity.heartbeat_at).total_seconds() < self._mark_lease
+            )
         ):
             self._dispatch.note(entity.id, entity.claim_seq)
         elif self._dispatch.mark(entity.id, entity.claim_seq) is False:

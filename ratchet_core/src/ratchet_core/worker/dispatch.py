@@ -63,14 +63,18 @@ class DispatchMarks:
         """The job starts now; its mark is written about ``delay`` seconds later unless
         :meth:`forget` comes first. Never blocks on the store."""
         with self._noted_cond:
-            self._noted[job_id] = claim_seq
             self._running[job_id] = claim_seq
-            if self._writer is None and not self._closed:
-                self._writer = threading.Thread(
-                    target=self._write_noted, name="ratchet-started-marks", daemon=True
-                )
-                self._writer.start()
-            self._noted_cond.notify()
+            closed = self._closed
+            if not closed:
+                self._noted[job_id] = claim_seq
+                if self._writer is None or not self._writer.is_alive():
+                    self._writer = threading.Thread(
+                        target=self._write_noted, name="ratchet-started-marks", daemon=True
+                    )
+                    self._writer.start()
+                self._noted_cond.notify()
+        if closed:  # a job started while the worker stops: no writer any more
+            self._write_noted_group({job_id: claim_seq})
 
     def forget(self, job_id: UUID, claim_seq: int) -> None:
         """The job finished (or was given back): a noted mark not yet written is dropped."""
@@ -90,6 +94,7 @@ class DispatchMarks:
             writer.join(timeout)
 
     def _write_noted(self) -> None:
+        backoff = 0.0  # after a failed write: up to 1 s between tries
         while True:
             with self._noted_cond:
                 while not self._noted and not self._closed:
@@ -97,19 +102,28 @@ class DispatchMarks:
                 if not self._noted:
                     return
                 closing = self._closed
-            if not closing and self._delay:
-                time.sleep(self._delay)  # jobs that finish meanwhile need no mark
+            pause = max(self._delay, backoff)
+            if not closing and pause:
+                time.sleep(pause)  # jobs that finish meanwhile need no mark
             with self._noted_cond:
                 group, self._noted = self._noted, {}
             if group:
-                self._write_noted_group(group)
+                written = self._write_noted_group(group)
+                backoff = 0.0 if written else min(1.0, max(0.05, backoff * 2))
 
-    def _write_noted_group(self, group: dict[UUID, int]) -> None:
+    def _write_noted_group(self, group: dict[UUID, int]) -> bool:
+        """One store call for ``group``; False when it failed (the marks of jobs still
+        running are queued again)."""
         try:
             applied = self._store.mark_dispatched(group)
-        except Exception as exc:  # noqa: BLE001 - the jobs run on; recovery gives them back free
+        except Exception as exc:  # noqa: BLE001 - the jobs run on; written again next round
             _log.warning("writing the started marks of %d job(s) failed: %s", len(group), exc)
-            return
+            with self._noted_cond:
+                if not self._closed:
+                    for job_id, seq in group.items():
+                        if self._running.get(job_id) == seq:
+                            self._noted.setdefault(job_id, seq)
+            return False
         with self._noted_cond:
             superseded = [
                 job_id
@@ -122,6 +136,7 @@ class DispatchMarks:
                 "refused (the claim is no longer current)",
                 job_id,
             )
+        return True
 
     # ------------------------------------------------------------------ checked marks
 
