@@ -181,3 +181,24 @@ def test_batch_joins_the_callers_transaction(
         assert found is not None and found.total == 3
     finally:
         store.close()
+
+
+def test_children_of_one_group_are_built_alike_with_their_own_id_and_arguments(
+    engine: Any, tmp_path: Path
+) -> None:
+    """A group's children are copies of its first child but for id and payload: each carries
+    the batch id, the batch child type and the batch's options, and its own arguments."""
+    from ratchet_api.model import JobType
+
+    scheduler = engine.scheduler()
+    store = engine.job_store()
+    log = str(tmp_path / "calls.log")
+    batch = scheduler.batch("alike").priority(50).max_retries(7)
+    batch.add_many(bt.child, [(log, i) for i in range(5)])
+    batch_id = batch.enqueue()
+    children = [j for j in store.claim_next_batch("n", 50) if j.batch_id == batch_id]
+    assert len(children) == 5 and len({j.id for j in children}) == 5
+    assert {j.job_type for j in children} == {JobType.BATCH_CHILD}
+    assert {(int(j.priority), j.max_retries) for j in children} == {(50, 7)}
+    invocations = [scheduler.codec.open_invocation(j) for j in children]
+    assert sorted(i.args[1] for i in invocations) == [0, 1, 2, 3, 4]

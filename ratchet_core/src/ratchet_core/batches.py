@@ -263,11 +263,11 @@ class BatchBuilder(JobOptionSetters):
         children: list[JobEntity] = []
         for group in self._children:
             invocations = self._resolve(group)
+            # one group's children differ only in id and payload: built as copies of its first
             children.extend(
-                scheduler._entity(
-                    invocation, options, now, job_type=JobType.BATCH_CHILD, batch_id=self.id
+                scheduler._entities(
+                    invocations, options, now, job_type=JobType.BATCH_CHILD, batch_id=self.id
                 )
-                for invocation in invocations
             )
         callbacks, waiting = callback_jobs(scheduler, self._callbacks, options, now, self.name)
         parent = parent_job(self.id, callbacks, now)

@@ -346,10 +346,15 @@ class SchedulerService:
         )
 
     def _entities(
-        self, invocations: Sequence[JobInvocation], options: JobOptions, now: datetime
+        self,
+        invocations: Sequence[JobInvocation],
+        options: JobOptions,
+        now: datetime,
+        **extra: Any,
     ) -> list[JobEntity]:
-        """``[self._entity(i, options, now) for i in invocations]``, with the per-job work cut
-        to what differs between the jobs.
+        """``[self._entity(i, options, now, **extra) for i in invocations]``, with the per-job
+        work cut to what differs between the jobs (``extra``: further fields, the same for
+        every job, such as a batch child's ``job_type`` and ``batch_id``).
 
         Everything but the id and the payload is the same for every job, so it is computed and
         validated once: the first job goes through ``JobEntity``'s initializer (every converter
@@ -371,7 +376,7 @@ class SchedulerService:
             ]
         target = invocations[0].target
         first = self._new_entity(
-            ids[0], target=target, payload=payloads[0], options=options, now=now, extra={}
+            ids[0], target=target, payload=payloads[0], options=options, now=now, extra=extra
         )
         if any(invocation.target != target for invocation in invocations):
             return [
