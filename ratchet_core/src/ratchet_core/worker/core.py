@@ -793,13 +793,19 @@ class Worker:
             )
         ):
             self._dispatch.note(entity.id, entity.claim_seq)
-        elif self._dispatch.mark(entity.id, entity.claim_seq) is False:
-            _log.warning("job %s was recovered or cancelled before it started; not run", entity.id)
-            self._flow.release(entity)  # the permit taken just above
-            with self._lock:
-                self._disown(job)
-            self._release_slot(job)
-            return False
+        else:
+            current = self._dispatch.mark(entity.id, entity.claim_seq)
+            if current is False:
+                _log.warning(
+                    "job %s was recovered or cancelled before it started; not run", entity.id
+                )
+                self._flow.release(entity)  # the permit taken just above
+                with self._lock:
+                    self._disown(job)
+                self._release_slot(job)
+                return False
+            if current is None:  # the store could not answer: the job runs, its mark retried
+                self._dispatch.note(entity.id, entity.claim_seq)
         self._metrics.job_started(entity.id, entity.job_type, entity.priority)
         return True
 

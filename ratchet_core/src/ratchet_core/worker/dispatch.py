@@ -141,10 +141,10 @@ class DispatchMarks:
     # ------------------------------------------------------------------ checked marks
 
     def mark(self, job_id: UUID, claim_seq: int) -> bool | None:
-        """A checked mark, written before the job runs. True: the claim is current and marked started; False: the claim was superseded
-        (recovered, cancelled, claimed again) and the job should not run; None: the store
-        could not be reached (logged; the job runs, and if its node dies its attempt is
-        counted as before)."""
+        """A checked mark, written before the job runs. True: the claim is current and marked
+        started; False: the claim was superseded (recovered, cancelled, claimed again) and the
+        job should not run; None: the store could not be reached (logged; the job runs and the
+        worker notes its mark, which the writer thread retries)."""
         me = _Waiter(claim_seq)
         with self._lock:
             self._queued.setdefault(job_id, []).append(me)
