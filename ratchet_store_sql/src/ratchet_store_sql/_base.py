@@ -89,6 +89,7 @@ class SqlBase:
     _d: Dialect
     _closed: bool
     _load_tags_on_claim: bool
+    _claim_statements: dict[Any, Any]
 
     def _check_open(self, operation: str) -> None:
         if self._closed:

@@ -361,6 +361,42 @@ class JobOperations(SqlBase):
         claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
         return claimed
 
+    def _returning_claim(
+        self, where: list[sa.ColumnElement[bool]], changes: dict[str, Any], with_tags: bool
+    ) -> Any:
+        """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and
+        the limit as parameters (``_claim_node``, ``_claim_limit``): built once per filter and
+        kept (building it cost about a fifth of a claim's client CPU)."""
+        d = self._d
+        now = d.now()
+        pick = (
+            sa.select(J.c.id)
+            .where(*where)
+            .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
+            .limit(sa.bindparam("_claim_limit", type_=sa.Integer()))
+        )
+        if d.is_pg:
+            picked = pick.with_for_update(skip_locked=True).cte("picked")
+            target = J.c.id.in_(sa.select(picked.c.id))
+        else:  # SQLite: BEGIN IMMEDIATE already holds the write lock
+            target = J.c.id.in_(pick.scalar_subquery())
+        returned: list[Any] = list(J.c)
+        if with_tags:
+            # the tags come back with the claimed rows: no second round trip
+            returned.append(
+                sa.select(sa.func.array_agg(T.c.tag))
+                .where(T.c.job_id == J.c.id)
+                .scalar_subquery()
+                .label("_tags")
+            )
+        values = dict(changes, owner=sa.bindparam("_claim_node", type_=J.c.owner.type))
+        return (
+            sa.update(J)
+            .where(target)
+            .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
+            .returning(*returned)
+        )
+
     def _claim(
         self,
         conn: sa.Connection,
@@ -385,12 +421,6 @@ class JobOperations(SqlBase):
             if tag_filter.excluded:
                 excluded = sorted(tag_filter.excluded)
                 where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
-        pick = (
-            sa.select(J.c.id)
-            .where(*where)
-            .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
-            .limit(limit)
-        )
         changes: dict[str, Any] = {
             "status": RUNNING,
             "owner": node_id,
@@ -399,28 +429,20 @@ class JobOperations(SqlBase):
             "dispatched_at": None,
         }
         if d.returning:
-            if d.is_pg:
-                picked = pick.with_for_update(skip_locked=True).cte("picked")
-                target = J.c.id.in_(sa.select(picked.c.id))
-            else:  # SQLite: BEGIN IMMEDIATE already holds the write lock
-                target = J.c.id.in_(pick.scalar_subquery())
-            returned: list[Any] = list(J.c)
             with_tags = d.is_pg and self._load_tags_on_claim
-            if with_tags:
-                # the tags come back with the claimed rows: no second round trip
-                returned.append(
-                    sa.select(sa.func.array_agg(T.c.tag))
-                    .where(T.c.job_id == J.c.id)
-                    .scalar_subquery()
-                    .label("_tags")
-                )
-            stmt = (
-                sa.update(J)
-                .where(target)
-                .values(started_at=now, heartbeat_at=now, updated_at=now, **changes)
-                .returning(*returned)
+            key = (
+                None if execution_targets is None else tuple(execution_targets),
+                None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
+                with_tags,
             )
-            rows: list[Any] = list(conn.execute(stmt).mappings())
+            stmt = self._claim_statements.get(key)
+            if stmt is None:
+                stmt = self._returning_claim(where, changes, with_tags)
+                if len(self._claim_statements) < 64:
+                    self._claim_statements[key] = stmt
+            rows: list[Any] = list(
+                conn.execute(stmt, {"_claim_node": node_id, "_claim_limit": limit}).mappings()
+            )
             if with_tags:
                 return [row_to_job(r, r["_tags"] or ()) for r in rows]
         else:

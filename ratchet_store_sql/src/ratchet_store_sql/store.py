@@ -93,6 +93,7 @@ class SqlJobStore(
         self._d = Dialect(self._engine.dialect.name)
         self._closed = False
         self._load_tags_on_claim = load_tags_on_claim
+        self._claim_statements: dict[Any, Any] = {}  # built claim statements, by filter
         self._schema = SqlSchemaManager(self._engine)
         if create_schema:
             self._schema.upgrade()
