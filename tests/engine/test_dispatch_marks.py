@@ -19,6 +19,7 @@ from ratchet_api.model import JobStatus
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
+from tests.engine.worker_fixtures import wait_for
 
 
 class _CountingStore(InMemoryJobStore):
@@ -122,15 +123,6 @@ def test_a_job_queued_under_an_old_and_a_new_claim_answers_both_and_runs_once() 
     assert store.calls[1] == 1  # one mark for the job: its newest claim
 
 
-def _wait_for(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_a_noted_mark_is_written_after_the_delay_unless_the_job_finished_first() -> None:
     store = _CountingStore()
     store.proceed.set()
@@ -143,7 +135,7 @@ def test_a_noted_mark_is_written_after_the_delay_unless_the_job_finished_first()
     marks.note(c.id, c.claim_seq)
     marks.forget(b.id, b.claim_seq)  # b finished within the delay: no mark needed
     assert store.calls == [], "a noted mark was written before its delay"
-    assert _wait_for(lambda: store.calls)
+    wait_for(lambda: store.calls, 10, "the noted marks to be written")
     assert store.calls == [2], "the noted marks were not written together"
     assert store.find_by_id(a.id).dispatched_at is not None
     assert store.find_by_id(c.id).dispatched_at is not None
@@ -191,7 +183,7 @@ def test_a_noted_mark_that_failed_to_write_is_written_again() -> None:
     job = store.claim_next_batch("n", 1)[0]
     marks = DispatchMarks(store, delay=0.0)
     marks.note(job.id, job.claim_seq)
-    assert _wait_for(lambda: store.find_by_id(job.id).dispatched_at is not None, 5)
+    wait_for(lambda: store.find_by_id(job.id).dispatched_at, 5, "the mark written again")
     assert store.failures == 0
     marks.close()
 
@@ -214,10 +206,8 @@ def test_a_long_job_gets_its_started_mark_while_it_runs(
     job_id = scheduler.enqueue(targets.append_line, str(tmp_path / "runs"), 1, 1500)
     worker = make_worker(engine)
     worker.start()
-    assert _wait_for(lambda: store.find_by_id(job_id).status is JobStatus.RUNNING)
-    assert _wait_for(lambda: store.find_by_id(job_id).dispatched_at is not None, 1.0), (
-        "the running job's started mark was not written"
-    )
+    wait_for(lambda: store.find_by_id(job_id).status is JobStatus.RUNNING, 10, "the start")
+    wait_for(lambda: store.find_by_id(job_id).dispatched_at, 1.0, "the running job's mark")
     assert store.find_by_id(job_id).status is JobStatus.RUNNING
 
 
@@ -264,10 +254,10 @@ def test_a_claim_cancelled_while_queued_past_half_the_node_timeout_is_not_run(
         heartbeat_interval=timedelta(seconds=0.2),
     )
     worker.start()
-    assert _wait_for(lambda: store.find_by_id(queued).status is JobStatus.RUNNING)
+    wait_for(lambda: store.find_by_id(queued).status is JobStatus.RUNNING, 10, "the claim")
     assert store.find_by_id(slow).status is JobStatus.RUNNING
     assert scheduler.cancel(queued)
-    assert _wait_for(lambda: store.find_by_id(slow).status is JobStatus.SUCCEEDED)
+    wait_for(lambda: store.find_by_id(slow).status is JobStatus.SUCCEEDED, 10, "the slow job")
     assert worker.run_until_idle(10)
     assert ("mark-queued", 1) not in targets.CALLS
     assert store.find_by_id(queued).status is JobStatus.CANCELLED
