@@ -109,12 +109,13 @@ class JobClaimStore(Protocol):
         ...
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
-        """Record that the worker starts running these claims (job id -> claim sequence):
-        ``dispatched_at=now`` on each job still RUNNING under that claim sequence. Returns the
-        ids whose claim is current (marked now or before); a job left out was recovered,
-        cancelled or claimed again since, and its caller should not run it. REQUIRED, atomic per
-        job, in as few round trips as the backend allows (the worker batches the marks of jobs
-        starting together).
+        """Record that the worker starts (or has just started) running these claims (job id ->
+        claim sequence): ``dispatched_at=now`` on each job still RUNNING under that claim
+        sequence. Returns the ids whose claim is current (marked now or before); a job left out
+        was recovered, cancelled or claimed again since, and its caller should not run it (or,
+        for a mark written after the start, should expect its outcome to be refused). REQUIRED,
+        atomic per job, in as few round trips as the backend allows (the worker batches the
+        marks of jobs starting together).
 
         The mark is what lets recovery tell a job that never ran from one that may have: a
         claim recovered or given back while ``dispatched_at`` is None does not count its
