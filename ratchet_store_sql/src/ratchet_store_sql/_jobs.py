@@ -75,12 +75,13 @@ _PG_NOW = "timezone('UTC', statement_timestamp())"
 ANALYZE_AFTER_ROWS = 1_000
 """A PostgreSQL bulk insert of at least this many rows refreshes the table's statistics when
 the planner knows fewer rows than were inserted (``_refresh_statistics``)."""
-# ``j.status || ''``: the fence of a write by job id keeps the status out of the index
-# conditions, so that the primary key is the way in (see ``Dialect.unindexed``)
+# The fence of a write by job id joined to ``v(id, seq)``: ``j.status || ''`` keeps the status
+# out of the index conditions, so that the primary key is the way in (``Dialect.unindexed``)
+_PG_FENCE = " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
 _PG_DISPATCH_MANY = sa.text(
     f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING' RETURNING j.id"
+    f"{_PG_FENCE} RETURNING j.id"
 ).columns(sa.column("id", sa.Uuid()))
 # the same statement for the driver itself (``_pg_autocommit``): a started mark sits between a
 # job's hand-over to its thread and its start, so SQLAlchemy's per-execution work counts there
@@ -92,15 +93,14 @@ _PG_DISPATCH_RAW = (
     f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
     " FROM unnest(%(ids)s::uuid[], %(seqs)s::integer[]) AS v(id, seq),"
     " (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING' RETURNING j.id"
+    f"{_PG_FENCE} RETURNING j.id"
 )
 _PG_SUCCEED_MANY = sa.text(
     "WITH done AS (UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result,"
     f" owner = NULL, finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
     " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
     " AS v(id, seq, result)"
-    " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
-    " RETURNING j.id, j.batch_id),"
+    f"{_PG_FENCE} RETURNING j.id, j.batch_id),"
     # batch children are counted by the same statement (the BatchStore progress contract)
     " counted AS (UPDATE ratchet_batches AS b SET succeeded = b.succeeded + c.n"
     " FROM (SELECT batch_id, count(*) AS n FROM done WHERE batch_id IS NOT NULL"
@@ -169,6 +169,40 @@ def _same_job(stored: JobEntity, job: JobEntity) -> bool:
         job.payload,
         job.idempotency_key,
     )
+
+
+def _claim_filter(
+    now: sa.ColumnElement[datetime],
+    execution_targets: Sequence[str] | None,
+    tag_filter: NodeTagFilter | None,
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions a claimable job meets: due, PENDING, served here (label, tags)."""
+    where: list[sa.ColumnElement[bool]] = [J.c.status == PENDING, J.c.scheduled_at <= now]
+    if execution_targets is not None:
+        where.append(
+            sa.or_(
+                J.c.execution_target.is_(None),
+                J.c.execution_target.in_(list(execution_targets)),
+            )
+        )
+    if tag_filter is not None and not tag_filter.is_empty:
+        for tag in sorted(tag_filter.required):
+            where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == tag))
+        if tag_filter.excluded:
+            excluded = sorted(tag_filter.excluded)
+            where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
+    return where
+
+
+def _claim_values(owner: Any) -> dict[str, Any]:
+    """What a claim writes besides its timestamps (``owner``: the node, or its parameter)."""
+    return {
+        "status": RUNNING,
+        "owner": owner,
+        "attempt": J.c.attempt + 1,
+        "claim_seq": J.c.claim_seq + 1,
+        "dispatched_at": None,
+    }
 
 
 class JobOperations(SqlBase):
@@ -362,13 +396,17 @@ class JobOperations(SqlBase):
         return claimed
 
     def _returning_claim(
-        self, where: list[sa.ColumnElement[bool]], changes: dict[str, Any], with_tags: bool
+        self,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        with_tags: bool,
     ) -> Any:
         """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and
         the limit as parameters (``_claim_node``, ``_claim_limit``): built once per filter and
         kept (building it cost about a fifth of a claim's client CPU)."""
         d = self._d
         now = d.now()
+        where = _claim_filter(now, execution_targets, tag_filter)
         pick = (
             sa.select(J.c.id)
             .where(*where)
@@ -389,7 +427,7 @@ class JobOperations(SqlBase):
                 .scalar_subquery()
                 .label("_tags")
             )
-        values = dict(changes, owner=sa.bindparam("_claim_node", type_=J.c.owner.type))
+        values = _claim_values(sa.bindparam("_claim_node", type_=J.c.owner.type))
         return (
             sa.update(J)
             .where(target)
@@ -406,28 +444,6 @@ class JobOperations(SqlBase):
         tag_filter: NodeTagFilter | None,
     ) -> list[JobEntity]:
         d = self._d
-        now = d.now()
-        where: list[sa.ColumnElement[bool]] = [J.c.status == PENDING, J.c.scheduled_at <= now]
-        if execution_targets is not None:
-            where.append(
-                sa.or_(
-                    J.c.execution_target.is_(None),
-                    J.c.execution_target.in_(list(execution_targets)),
-                )
-            )
-        if tag_filter is not None and not tag_filter.is_empty:
-            for tag in sorted(tag_filter.required):
-                where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == tag))
-            if tag_filter.excluded:
-                excluded = sorted(tag_filter.excluded)
-                where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
-        changes: dict[str, Any] = {
-            "status": RUNNING,
-            "owner": node_id,
-            "attempt": J.c.attempt + 1,
-            "claim_seq": J.c.claim_seq + 1,
-            "dispatched_at": None,
-        }
         if d.returning:
             with_tags = d.is_pg and self._load_tags_on_claim
             key = (
@@ -437,7 +453,7 @@ class JobOperations(SqlBase):
             )
             stmt = self._claim_statements.get(key)
             if stmt is None:
-                stmt = self._returning_claim(where, changes, with_tags)
+                stmt = self._returning_claim(execution_targets, tag_filter, with_tags)
                 if len(self._claim_statements) < 64:
                     self._claim_statements[key] = stmt
             rows: list[Any] = list(
@@ -448,6 +464,8 @@ class JobOperations(SqlBase):
         else:
             # MariaDB/MySQL: no UPDATE ... RETURNING. Lock the picked rows (skipping rows other
             # claimers hold), update them by id, and build the result from the locked rows.
+            now = d.now()
+            where = _claim_filter(now, execution_targets, tag_filter)
             skip = self._skip_locked(conn)
             locked = list(
                 conn.execute(
@@ -465,7 +483,9 @@ class JobOperations(SqlBase):
             conn.execute(
                 sa.update(J)
                 .where(J.c.id.in_(ids), J.c.status == PENDING)
-                .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **changes)
+                .values(
+                    started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **_claim_values(node_id)
+                )
             )
             rows = []
             for r in locked:
@@ -517,6 +537,15 @@ class JobOperations(SqlBase):
                 applied |= self._dispatch_chunk(conn, part)
         return applied
 
+    def _running_claims(self, pairs: Sequence[tuple[UUID, int]]) -> sa.ColumnElement[bool]:
+        """The fence of a write by (job id, claim sequence): the job is still RUNNING under that
+        claim. The ids come first so that the primary key is the way in."""
+        return sa.and_(
+            J.c.id.in_([job_id for job_id, _ in pairs]),
+            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(pairs)),
+            self._d.unindexed(J.c.status) == RUNNING,
+        )
+
     def _dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
         if self._d.is_pg:
             return set(
@@ -525,11 +554,7 @@ class JobOperations(SqlBase):
                     {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]},
                 ).scalars()
             )
-        fence = sa.and_(
-            J.c.id.in_([job_id for job_id, _ in part]),
-            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(part)),
-            self._d.unindexed(J.c.status) == RUNNING,
-        )
+        fence = self._running_claims(part)
         # the first mark of a claim stands (a repeated mark still reports the claim current)
         stamp = sa.func.coalesce(J.c.dispatched_at, self._d.now())
         if self._d.returning:
@@ -602,25 +627,6 @@ class JobOperations(SqlBase):
     def _succeed_chunk(
         self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
-        ids = [c.job_id for c in part]
-        fence = sa.and_(
-            J.c.id.in_(ids),
-            sa.tuple_(J.c.id, J.c.claim_seq).in_([(c.job_id, c.claim_seq) for c in part]),
-            self._d.unindexed(J.c.status) == RUNNING,
-        )
-        results = {c.result for c in part}
-        result: Any
-        if len(results) == 1:
-            result = next(iter(results))
-        else:
-            result = sa.case({c.job_id: c.result for c in part}, value=J.c.id)
-        values = {
-            "status": JobStatus.SUCCEEDED.value,
-            "result": result,
-            "finished_at": now,
-            "updated_at": now,
-            "owner": None,
-        }
         if self._d.is_pg:
             # One constant statement per batch whatever its size (prepared by psycopg after a
             # few runs): the fenced pairs travel as three arrays joined back with unnest.
@@ -634,6 +640,20 @@ class JobOperations(SqlBase):
                     },
                 ).scalars()
             )
+        fence = self._running_claims([(c.job_id, c.claim_seq) for c in part])
+        results = {c.result for c in part}
+        result: Any
+        if len(results) == 1:
+            result = next(iter(results))
+        else:
+            result = sa.case({c.job_id: c.result for c in part}, value=J.c.id)
+        values = {
+            "status": JobStatus.SUCCEEDED.value,
+            "result": result,
+            "finished_at": now,
+            "updated_at": now,
+            "owner": None,
+        }
         if self._d.returning:
             stmt = sa.update(J).where(fence).values(**values).returning(J.c.id, J.c.batch_id)
             done = list(conn.execute(stmt))

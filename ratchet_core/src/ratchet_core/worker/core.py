@@ -1205,7 +1205,6 @@ class Worker:
         stays owned and heartbeated."""
         if self._owned.get(job.entity.id) is job:
             del self._owned[job.entity.id]
-        self._dispatch.forget(job.entity.id, job.entity.claim_seq)
 
     def _settling(self) -> bool:
         return self._workflow is not None and self._workflow.pending > 0
