@@ -262,7 +262,7 @@ def drop_mongo_database(url: str) -> None:
         client.close()
 
 
-def wait_until_killed(admin: Any, ids: list[int]) -> None:
+def _wait_until_killed(admin: Any, ids: list[int]) -> None:
     """Wait (at most 5 s) until MariaDB's processlist no longer shows the KILLed ids."""
     import sqlalchemy as sa
 
@@ -279,23 +279,29 @@ def wait_until_killed(admin: Any, ids: list[int]) -> None:
         time.sleep(0.01)
 
 
-def kill_database_connections(url: str) -> int:
-    """Terminate every server connection to the database of ``url`` (``pg_terminate_backend``
-    / MariaDB ``KILL``) from an admin connection; returns how many were killed. Crash tests use
-    it to drop a worker's or a store's connections for real."""
+def kill_database_connections(url: str, backend_pid: int | None = None) -> int:
+    """Terminate the server connections to the database of ``url`` (``pg_terminate_backend``
+    / MariaDB ``KILL``) from an admin connection, every one but the admin's or only
+    ``backend_pid``, and wait until they are gone; returns how many were killed. Crash tests
+    use it to drop a worker's or a store's connections for real."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(url)
     try:
         with engine.connect() as admin:
             if engine.dialect.name == "postgresql":
-                killed = admin.execute(
-                    sa.text(
-                        # the timeout makes each call wait until that backend has exited
-                        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                own = admin.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+                ids = (
+                    admin.execute(
+                        sa.text(
+                            "SELECT pid FROM pg_stat_activity"
+                            " WHERE datname = current_database() AND pid <> :own"
+                        ),
+                        {"own": own},
                     )
-                ).scalar_one()
+                    .scalars()
+                    .all()
+                )
             else:
                 own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
                 ids = (
@@ -309,11 +315,17 @@ def kill_database_connections(url: str) -> int:
                     .scalars()
                     .all()
                 )
-                for pid in ids:
+            if backend_pid is not None:
+                ids = [pid for pid in ids if pid == backend_pid]
+            for pid in ids:
+                if engine.dialect.name == "postgresql":
+                    # the timeout makes the call wait until that backend has exited
+                    admin.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
+                else:
                     admin.exec_driver_sql(f"KILL {int(pid)}")
-                killed = len(ids)
-                wait_until_killed(admin, ids)
+            if engine.dialect.name != "postgresql":
+                _wait_until_killed(admin, list(ids))
             admin.commit()
     finally:
         engine.dispose()
-    return int(killed)
+    return len(ids)

@@ -63,16 +63,7 @@ def test_a_closed_store_refuses_calls(db_url: str) -> None:
 
 
 def _kill_backend(url: str, backend_pid: int) -> None:
-    engine = sa.create_engine(url)
-    with engine.connect() as admin:
-        if engine.dialect.name == "postgresql":
-            # the timeout makes the call wait until the backend has exited
-            admin.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": backend_pid})
-        else:
-            admin.exec_driver_sql(f"KILL {int(backend_pid)}")
-            servers.wait_until_killed(admin, [backend_pid])
-        admin.commit()
-    engine.dispose()
+    assert servers.kill_database_connections(url, backend_pid) == 1
 
 
 def _backend_pid(conn: sa.Connection) -> int:
