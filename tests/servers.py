@@ -289,42 +289,25 @@ def kill_database_connections(url: str, backend_pid: int | None = None) -> int:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as admin:
-            if engine.dialect.name == "postgresql":
-                own = admin.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
-                ids = (
-                    admin.execute(
-                        sa.text(
-                            "SELECT pid FROM pg_stat_activity"
-                            " WHERE datname = current_database() AND pid <> :own"
-                        ),
-                        {"own": own},
-                    )
-                    .scalars()
-                    .all()
-                )
-            else:
-                own = admin.execute(sa.text("SELECT CONNECTION_ID()")).scalar_one()
-                ids = (
-                    admin.execute(
-                        sa.text(
-                            "SELECT id FROM information_schema.processlist"
-                            " WHERE db = DATABASE() AND id <> :own"
-                        ),
-                        {"own": own},
-                    )
-                    .scalars()
-                    .all()
-                )
+            pg = engine.dialect.name == "postgresql"
+            others = (
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                if pg
+                else "SELECT id FROM information_schema.processlist"
+                " WHERE db = DATABASE() AND id <> CONNECTION_ID()"
+            )
+            ids = list(admin.execute(sa.text(others)).scalars())
             if backend_pid is not None:
                 ids = [pid for pid in ids if pid == backend_pid]
             for pid in ids:
-                if engine.dialect.name == "postgresql":
+                if pg:
                     # the timeout makes the call wait until that backend has exited
                     admin.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
                 else:
                     admin.exec_driver_sql(f"KILL {int(pid)}")
-            if engine.dialect.name != "postgresql":
-                _wait_until_killed(admin, list(ids))
+            if not pg:
+                _wait_until_killed(admin, ids)
             admin.commit()
     finally:
         engine.dispose()
