@@ -168,6 +168,21 @@ def test_close_writes_the_noted_marks_still_pending() -> None:
     assert store.find_by_id(job.id).dispatched_at is not None
 
 
+def test_close_ends_the_writers_pause_and_writes_the_pending_marks() -> None:
+    # the writer has already begun waiting out its 60 s delay when close() comes: close must
+    # not leave the mark unwritten (it did when the pause was a plain sleep: CI saw it once)
+    store = InMemoryJobStore()
+    store.insert_job(store_job())
+    job = store.claim_next_batch("n", 1)[0]
+    marks = DispatchMarks(store, delay=60.0)
+    marks.note(job.id, job.claim_seq)
+    time.sleep(0.2)  # lets the writer thread reach its pause; the assertion holds either way
+    started = time.monotonic()
+    marks.close(timeout=10.0)
+    assert store.find_by_id(job.id).dispatched_at is not None
+    assert time.monotonic() - started < 5.0
+
+
 def test_a_noted_mark_that_failed_to_write_is_written_again() -> None:
     class FailingOnce(InMemoryJobStore):
         failures = 1

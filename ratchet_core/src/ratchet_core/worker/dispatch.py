@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from uuid import UUID
 
 from ratchet_api.store.protocols import JobStore
@@ -103,9 +102,10 @@ class DispatchMarks:
                     return
                 closing = self._closed
             pause = max(self._delay, backoff)
-            if not closing and pause:
-                time.sleep(pause)  # jobs that finish meanwhile need no mark
             with self._noted_cond:
+                if not closing and pause:
+                    # jobs that finish meanwhile need no mark; close() ends the wait early
+                    self._noted_cond.wait_for(lambda: self._closed, timeout=pause)
                 group, self._noted = self._noted, {}
             if group:
                 written = self._write_noted_group(group)
