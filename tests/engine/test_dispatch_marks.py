@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -129,7 +129,7 @@ def test_a_noted_mark_is_written_after_the_delay_unless_the_job_finished_first()
     for _ in range(3):
         store.insert_job(store_job())
     a, b, c = store.claim_next_batch("n", 3)
-    marks = DispatchMarks(store, delay=0.2)
+    marks = DispatchMarks(store, delay=2.0)
     marks.note(a.id, a.claim_seq)
     marks.note(b.id, b.claim_seq)
     marks.note(c.id, c.claim_seq)
@@ -218,12 +218,18 @@ def test_a_long_job_gets_its_started_mark_while_it_runs(
 ) -> None:
     scheduler = engine.scheduler()
     store = engine.job_store()
-    job_id = scheduler.enqueue(targets.append_line, str(tmp_path / "runs"), 1, 1500)
+    key = f"long-{uuid4()}"
+    release = targets.GATES.setdefault(key, threading.Event())
+    job_id = scheduler.enqueue(targets.gate, key)
     worker = make_worker(engine)
     worker.start()
-    wait_for(lambda: store.find_by_id(job_id).status is JobStatus.RUNNING, 10, "the start")
-    wait_for(lambda: store.find_by_id(job_id).dispatched_at, 1.0, "the running job's mark")
-    assert store.find_by_id(job_id).status is JobStatus.RUNNING
+    try:
+        wait_for(lambda: store.find_by_id(job_id).status is JobStatus.RUNNING, 10, "the start")
+        wait_for(lambda: store.find_by_id(job_id).dispatched_at, 10, "the running job's mark")
+        assert store.find_by_id(job_id).status is JobStatus.RUNNING  # still held by the gate
+    finally:
+        release.set()
+    assert worker.run_until_idle(10)
 
 
 def test_a_short_job_needs_no_store_call_for_its_mark(engine: Any, make_worker: Any) -> None:
@@ -259,7 +265,9 @@ def test_a_claim_cancelled_while_queued_past_half_the_node_timeout_is_not_run(
     mark is checked, the store reports the claim superseded and the job does not run."""
     scheduler = engine.scheduler()
     store = engine.job_store()
-    slow = scheduler.enqueue(targets.append_line, str(tmp_path / "runs"), 1, 1500)
+    key = f"slow-{uuid4()}"
+    release = targets.GATES.setdefault(key, threading.Event())
+    slow = scheduler.enqueue(targets.gate, key)
     queued = scheduler.enqueue(targets.record, "mark-queued", 1)
     worker = make_worker(
         engine,
@@ -269,9 +277,13 @@ def test_a_claim_cancelled_while_queued_past_half_the_node_timeout_is_not_run(
         heartbeat_interval=timedelta(seconds=0.2),
     )
     worker.start()
-    wait_for(lambda: store.find_by_id(queued).status is JobStatus.RUNNING, 10, "the claim")
-    assert store.find_by_id(slow).status is JobStatus.RUNNING
-    assert scheduler.cancel(queued)
+    try:
+        wait_for(lambda: store.find_by_id(queued).status is JobStatus.RUNNING, 10, "the claim")
+        assert store.find_by_id(slow).status is JobStatus.RUNNING
+        assert scheduler.cancel(queued)
+        time.sleep(1.2)  # the queued claim is now older than half the node timeout
+    finally:
+        release.set()
     wait_for(lambda: store.find_by_id(slow).status is JobStatus.SUCCEEDED, 10, "the slow job")
     assert worker.run_until_idle(10)
     assert ("mark-queued", 1) not in targets.CALLS

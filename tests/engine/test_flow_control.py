@@ -177,3 +177,47 @@ def test_permit_of_a_sigkilled_worker_is_freed(
             doomed.kill()
         container.shutdown_resources()
         store.close()
+
+
+def test_a_permit_released_during_its_renewal_is_not_taken_again() -> None:
+    """The renewer thread read the permit as held; the job finishes and releases it while the
+    renewal's store call is under way: the permit must end up free, not held for another TTL
+    by a job that no longer runs. The store call is held open with an event: the interleaving
+    cannot be produced on demand otherwise."""
+    import threading
+
+    from ratchet_api.store.entities import JobEntity
+    from ratchet_core.config import DefaultRatchetConfig
+    from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.flow_control import FlowControl, FlowSpec
+    from ratchet_tck.memory import InMemoryJobStore
+
+    renewing = threading.Event()
+    proceed = threading.Event()
+
+    class SlowRenewal(InMemoryJobStore):
+        def try_acquire_permit(self, key: str, holder: str, permits: int, ttl: Any) -> bool:
+            if threading.current_thread().name == "ratchet-permits":
+                renewing.set()
+                proceed.wait(10)
+            return bool(super().try_acquire_permit(key, holder, permits, ttl))
+
+    store = SlowRenewal()
+    settings = DefaultRatchetConfig.from_dict({"flow_control.permit_ttl": "0.3"})
+    flow = FlowControl(store, settings, NoOpMetricsCollector())
+    job = JobEntity(
+        target="tests.engine.targets:add",
+        resource_key="printer",
+        flow_control=FlowSpec(permits=1).encode(),
+    )
+    assert flow.admit(job) is None
+    assert store.count_permits("printer") == 1
+    assert renewing.wait(10), "the permit was never renewed"
+    releaser = threading.Thread(target=flow.release, args=(job,))
+    releaser.start()
+    time.sleep(0.2)  # the release is now waiting for (or, before the fix, racing) the renewal
+    proceed.set()
+    releaser.join(10)
+    time.sleep(0.3)  # one more renewal round: nothing is held any more
+    flow.close()
+    assert store.count_permits("printer") == 0, "the released permit was taken again"

@@ -112,7 +112,10 @@ def test_sigkilled_enqueuer_resumes_with_exactly_every_child(
 ) -> None:
     # bounded suite time (the SecantusDB test server writes a 1,000-job chunk in seconds);
     # benchmarks/bench_batches.py streams 1,000,000 items
-    count = 2_000 if "mongodb" in request.node.callspec.id else 20_000
+    mongo = "mongodb" in request.node.callspec.id
+    count = 2_000 if mongo else 20_000
+    # many chunks, so that the kill comes while most of them are still to be written
+    chunk = 100 if mongo else 1_000
     container = build_container(store_url)
     store = container.job_store()
     migrate(store)
@@ -128,6 +131,7 @@ def test_sigkilled_enqueuer_resumes_with_exactly_every_child(
         name,
         str(count),
         log,
+        str(chunk),
     ]
     try:
         first = subprocess.Popen(

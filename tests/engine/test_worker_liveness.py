@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 
 INTERVAL = 0.2
-SLOW = 1.5
+SLOW = 2.5
 
 
 class SlowHandler(logging.Handler):
@@ -104,5 +103,6 @@ def test_tracebacks_on_job_threads_do_not_delay_heartbeats(
     assert worker.stats.succeeded >= 1
     gaps = [b - a for a, b in itertools.pairwise(beats)]
     assert len(gaps) > 10, beats
-    assert max(gaps) < INTERVAL + 1.0, f"heartbeat gaps {sorted(gaps)[-5:]}"
-    assert timedelta(seconds=max(gaps)) < timedelta(seconds=SLOW)
+    # a heartbeat that waited on the handler would leave a gap of SLOW; 0.8 * SLOW is ten
+    # intervals, the room a loaded machine needs
+    assert max(gaps) < SLOW * 0.8, f"heartbeat gaps {sorted(gaps)[-5:]}"

@@ -107,14 +107,15 @@ async def test_enqueue_waiting_for_the_database_does_not_block_the_event_loop(
                     responses.append(await post())
 
                 group.start_soon(run_post)
-                await anyio.sleep(0.5)
+                await anyio.sleep(1.0)
                 ticks_while_locked = ticks
                 assert finished_at is None, "the enqueue did not wait for the write lock"
                 release.set()
             holder.join(5)
 
     assert responses[0].status_code == 202
-    # The loop kept running (~50 ticks of 10 ms) while the INSERT waited on another thread.
+    # The loop kept running (~100 ticks of 10 ms; a blocked loop gives 1) while the INSERT
+    # waited on another thread.
     assert ticks_while_locked >= 20
 
 

@@ -148,6 +148,9 @@ class FlowControl:
         self._retry = settings.get(RETRY_DELAY)
         self._held: dict[UUID, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        # a renewal and a release of permits never interleave: a renewal that read a permit as
+        # held and ran after its release would take it again for a finished job, for a TTL
+        self._renewal = threading.Lock()
         self._closed = threading.Event()
         self._renewer: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -196,14 +199,17 @@ class FlowControl:
     def release(self, job: JobEntity) -> None:
         """Give back the permit ``job`` holds (no-op if none). Never raises (the permit then
         expires after ``flow_control.permit_ttl``)."""
-        with self._lock:
-            held = self._held.pop(job.id, None)
-        if held is None or self._permits is None:
-            return
-        try:
-            self._permits.release_permit(held[0], str(job.id))
-        except Exception:  # noqa: BLE001 - it expires
-            _log.warning("releasing permit %r of job %s failed", held[0], job.id, exc_info=True)
+        with self._renewal:
+            with self._lock:
+                held = self._held.pop(job.id, None)
+            if held is None or self._permits is None:
+                return
+            try:
+                self._permits.release_permit(held[0], str(job.id))
+            except Exception:  # noqa: BLE001 - it expires
+                _log.warning(
+                    "releasing permit %r of job %s failed", held[0], job.id, exc_info=True
+                )
 
     def can_defer(self) -> bool:
         return self._flow is not None
@@ -234,11 +240,15 @@ class FlowControl:
             with self._lock:
                 held = list(self._held.items())
             for job_id, (key, permits) in held:
-                try:
-                    assert self._permits is not None
-                    self._permits.try_acquire_permit(key, str(job_id), permits, self._ttl)
-                except Exception:  # noqa: BLE001 - retried next period
-                    _log.warning("renewing permit %r of job %s failed", key, job_id)
+                with self._renewal:
+                    with self._lock:
+                        if self._held.get(job_id) != (key, permits):
+                            continue  # released meanwhile: renewing would take it again
+                    try:
+                        assert self._permits is not None
+                        self._permits.try_acquire_permit(key, str(job_id), permits, self._ttl)
+                    except Exception:  # noqa: BLE001 - retried next period
+                        _log.warning("renewing permit %r of job %s failed", key, job_id)
 
     def _warn_once(self, capability: str, what: str) -> None:
         if capability not in self._warned:

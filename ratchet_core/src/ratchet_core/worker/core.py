@@ -387,7 +387,6 @@ class Worker:
             self._state = "stopping"
             self._stopping = True
         self._run_hooks("before_stop")
-        self._flow.close()
         limit = self.settings.shutdown_timeout.total_seconds() if timeout is None else timeout
         self._wake.set()
         if self._poller is not None and self._poller is not threading.current_thread():
@@ -398,6 +397,8 @@ class Worker:
             leftovers = [j for j in self._owned.values() if j.state == RUNNING]
         for job in leftovers:
             self._requeue_interrupted(job)
+        # permits are renewed until no job of this worker runs any more
+        self._flow.close()
         if leftovers:
             self._counters.add("abandoned", len(leftovers))
             _log.error(
@@ -922,16 +923,19 @@ class Worker:
     ) -> None:
         written = {id(item) for item in applied}
         stale = [i.completion.job_id for i in batch if id(i) not in written]
-        if self._workflow is not None and applied:
-            # before the jobs are disowned, so run_until_idle never sees a gap
-            self._workflow.succeeded(
-                (i.token.entity, i.completion.result) for i in applied if i.token
-            )
-        with self._lock:
-            for item in batch:
-                self._disown(item.token)
+        # workflow steps and batch callbacks are handed on before the jobs are disowned, so
+        # run_until_idle never sees a gap with nothing owned and their work still to come
+        try:
+            if self._workflow is not None and applied:
+                self._workflow.succeeded(
+                    (i.token.entity, i.completion.result) for i in applied if i.token
+                )
+            self._batches.children_finished(i.token.entity for i in applied if i.token)
+        finally:
+            with self._lock:
+                for item in batch:
+                    self._disown(item.token)
         self._counters.add("succeeded", len(applied))
-        self._batches.children_finished(i.token.entity for i in applied if i.token)
         if stale:
             self._counters.add("stale", len(stale))
             _log.warning(
@@ -1042,17 +1046,24 @@ class Worker:
         """The completer's report of one failure write: count it and stop owning the job
         (a job whose write failed is then recovered by the stale-job sweep)."""
         job: ClaimedJob = item.token
-        with self._lock:
-            self._disown(job)
         if applied:
             self._counters.add("retried" if item.run_at is not None else "failed")
-            if self._workflow is not None:  # settles the steps waiting for a dead letter
-                text = item.plain_message if item.plain_message is not None else item.message
-                cause = item.cause if item.cause is not None else RuntimeError(text)
-                self._workflow.failed(job.entity, cause, text, dead_lettered=item.run_at is None)
-            if item.run_at is None:  # dead letter: its batch may be complete now
-                self._batches.children_finished([job.entity])
-        elif applied is False:
+            try:  # handed on before the job is disowned (see _on_flushed)
+                if self._workflow is not None:  # settles the steps waiting for a dead letter
+                    text = item.plain_message if item.plain_message is not None else item.message
+                    cause = item.cause if item.cause is not None else RuntimeError(text)
+                    self._workflow.failed(
+                        job.entity, cause, text, dead_lettered=item.run_at is None
+                    )
+                if item.run_at is None:  # dead letter: its batch may be complete now
+                    self._batches.children_finished([job.entity])
+            finally:
+                with self._lock:
+                    self._disown(job)
+            return
+        with self._lock:
+            self._disown(job)
+        if applied is False:
             self._counters.add("stale")
             _log.warning(
                 "job %s: outcome of attempt %d not written, its claim was superseded "
@@ -1144,7 +1155,8 @@ class Worker:
             gate = self._gates.get(job.gate)
             if gate is not None and not (self._inline and not job.is_async):
                 gate.running -= 1
-                while gate.waiting and next_job is None:
+                # a stopping worker starts nothing more: stop() gives the queued jobs back
+                while gate.waiting and next_job is None and not self._stopping:
                     candidate = gate.waiting.popleft()
                     if candidate.state == QUEUED:
                         next_job = candidate
