@@ -238,19 +238,21 @@ def bench_processing(url: str, jobs: int, concurrency: int, audit: bool = True) 
     return rate(jobs, (last - first).total_seconds())
 
 
-def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, str]:
-
-    settings: dict[str, str] = {}
-    if notify:
-        settings = {"cluster.backend": "postgres", "cluster.channel": "ratchet_bench"}
+def bench_latency(
+    url: str, samples: int, settings: dict[str, str], pause: float | None = None
+) -> tuple[float, float]:
+    """Enqueue-to-start of single jobs, enqueued in this process ``pause`` seconds apart, run by
+    an idle ``ratchet worker`` process with ``settings`` (the enqueuing side gets the same
+    settings)."""
     c = container(url, **settings)
     scheduler, store = c.scheduler(), c.job_store()
-    worker_settings = dict(settings)
-    process = worker_process(url, "-c", "4", **worker_settings)
-    poll = "adaptive 50 ms .. 1 s (defaults)"
+    process = worker_process(url, "-c", "4", **settings)
     try:
         time.sleep(3.0)  # started and idle: the poll delay has grown to its maximum
-        latencies = enqueue_to_start_ms(scheduler, store, samples, 0.02 if notify else 0.05)
+        waking = settings.get("cluster.backend") != "none"
+        if pause is None:
+            pause = 0.02 if waking else 0.05
+        latencies = enqueue_to_start_ms(scheduler, store, samples, pause)
     finally:
         process.terminate()
         process.wait(30)
@@ -258,7 +260,7 @@ def bench_latency(url: str, samples: int, notify: bool) -> tuple[float, float, s
     store.close()
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return statistics.median(latencies), p99, poll
+    return statistics.median(latencies), p99
 
 
 def enqueue_to_start_ms(scheduler: Any, store: Any, samples: int, pause: float) -> list[float]:
@@ -347,16 +349,35 @@ def bench_backend(backend: str, jobs: int, samples: int) -> dict[str, str]:
         rows["processing c=16, worker.audit=false (jobs/s)"] = (
             f"{bench_processing(url, jobs, 16, audit=False):,.0f}"
         )
-    modes = [False, True] if backend == "postgresql" else [False]
-    for notify in modes:
-        print(f"[{backend}] latency ({'NOTIFY' if notify else 'polling'}) ...", flush=True)
-        with scratch(backend) as url:
-            p50, p99, poll = bench_latency(url, samples, notify)
-        label = "LISTEN/NOTIFY" if notify else f"polling, {poll}"
-        rows[f"latency p50/p99 ms ({label})"] = f"{p50:.1f} / {p99:.1f}"
+    rows.update(bench_latency_rows(backend, jobs, samples))
     print(f"[{backend}] raw-SQL baseline (bench_store.py) ...", flush=True)
     for key, value in run_store_baseline(backend, jobs).items():
         rows[f"baseline: {key} (jobs/s)"] = f"{value:,.0f}"
+    return rows
+
+
+def bench_latency_rows(backend: str, _jobs: int, samples: int) -> dict[str, str]:
+    rows: dict[str, str] = {}
+    modes = {
+        # the defaults: PostgreSQL's insert trigger NOTIFY, SQLite's file watch
+        "cluster.backend=auto (defaults)": {},
+        "polling only, cluster.backend=none, adaptive 50 ms .. 1 s": {"cluster.backend": "none"},
+    }
+    if backend == "postgresql":
+        modes["LISTEN/NOTIFY"] = {"cluster.backend": "postgres", "cluster.channel": "ratchet_bench"}
+    for label, settings in modes.items():
+        print(f"[{backend}] latency ({label}) ...", flush=True)
+        with scratch(backend) as url:
+            p50, p99 = bench_latency(url, samples, settings)
+        rows[f"latency p50/p99 ms ({label})"] = f"{p50:.1f} / {p99:.1f}"
+    # sporadic jobs: the poll delay of an idle worker has grown to its maximum between them
+    for label, settings in {"auto": {}, "none": {"cluster.backend": "none"}}.items():
+        print(f"[{backend}] latency of sporadic jobs (cluster.backend={label}) ...", flush=True)
+        with scratch(backend) as url:
+            p50, worst = bench_latency(url, 15, settings, pause=1.2)
+        rows[f"latency p50/p99 ms, 15 jobs 1.2 s apart (cluster.backend={label})"] = (
+            f"{p50:.1f} / {worst:.1f}"
+        )
     return rows
 
 
@@ -387,13 +408,22 @@ def main(argv: list[str] | None = None) -> int:
         help="Only enqueue_many/enqueue next to the store's bulk_insert/insert_job and raw SQL, "
         "interleaved in one database, --repeats times (enqueue path: before/after comparisons).",
     )
+    parser.add_argument(
+        "--latency-only",
+        action="store_true",
+        help="Only the enqueue-to-start latency rows (wake-up changes: before/after).",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="rounds of --enqueue-only")
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "all" else [args.backend]
     if args.enqueue_only:
         results = {b: bench_enqueue_only(b, args.jobs, args.repeats) for b in backends}
     else:
-        bench = bench_processing_rows if args.processing_only else bench_backend
+        bench = bench_backend
+        if args.processing_only:
+            bench = bench_processing_rows
+        elif args.latency_only:
+            bench = bench_latency_rows
         results = {b: bench(b, args.jobs, args.latency_samples) for b in backends}
     keys = list(dict.fromkeys(k for rows in results.values() for k in rows))
     width = max(len(k) for k in keys)
@@ -401,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     if args.enqueue_only:
         print(f"jobs={args.jobs}, --enqueue-only, {args.repeats} interleaved rounds, load {load()}")
+    elif args.latency_only:
+        print(
+            f"{args.latency_samples} single jobs enqueued 20 ms apart (50 ms when polling only) "
+            f"into an idle `ratchet worker -c 4` process, load {load()}"
+        )
     else:
         print(
             f"jobs={args.jobs}, processing: one `ratchet worker --burst` process, prefetch "

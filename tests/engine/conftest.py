@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -32,6 +37,23 @@ def build_container(store_url: str, **overrides: Any) -> Any:
     }
     values.update(overrides)
     return RatchetContainer(overrides=values)
+
+
+def enqueue_in_another_process(store_url: str) -> UUID:
+    """Enqueue ``targets.add(2, 3)`` from a new Python process that has only the store URL
+    (and ``cluster.backend=none``: any wake-up must come from the database itself)."""
+    code = (
+        "from ratchet_core.container import RatchetContainer\n"
+        "from tests.engine import targets\n"
+        f"c = RatchetContainer(overrides={{'store.url': {store_url!r}, "
+        f"'security.allowed_packages': {TEST_ALLOWED_PACKAGES!r}, 'cluster.backend': 'none'}})\n"
+        "print(c.scheduler().enqueue(targets.add, 2, 3))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    return UUID(out.stdout.strip().splitlines()[-1])
 
 
 def migrate(store: JobStore) -> None:

@@ -110,13 +110,15 @@ def test_redis_pubsub_wakes_other_nodes_only() -> None:
 
 def test_backend_is_chosen_by_configuration(postgres_url: str) -> None:
     from ratchet_api.errors import ConfigurationError
+    from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
     from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
 
     def build(values: dict[str, Any]) -> Any:
         settings = DefaultRatchetConfig.from_dict(values)
         return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
 
-    assert isinstance(build({}), NoOpClusterCoordinator)
+    assert isinstance(build({"store.url": "sqlite://"}), NoOpClusterCoordinator)
+    assert isinstance(build({}), SqliteFileClusterCoordinator)  # the default store.url's file
     pg = build({"cluster.backend": "postgres", "store.url": postgres_url})
     assert isinstance(pg, PostgresNotifyClusterCoordinator)
     pg.close()
@@ -146,7 +148,7 @@ def test_enqueue_on_another_node_wakes_an_idle_worker_through_notify(
     assert worker_side.cluster_coordinator().wait_subscribed(5)
     time.sleep(0.3)  # let the first (empty) poll pass; the worker now sleeps 30 s
     job_id = producer.scheduler().enqueue(targets.add, 5, 6)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         job = producer.scheduler().get(job_id)
         if job.status is JobStatus.SUCCEEDED:

@@ -4,9 +4,6 @@ rolled-back enqueue wakes nobody. ``cluster.backend`` defaults to that native me
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -24,7 +21,7 @@ from ratchet_core.cluster import (
 from ratchet_core.config import DefaultRatchetConfig
 from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
 from tests.engine import targets
-from tests.engine.conftest import build_container, migrate
+from tests.engine.conftest import build_container, enqueue_in_another_process, migrate
 
 REPO = Path(__file__).resolve().parents[2]
 SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
@@ -36,7 +33,7 @@ def _coordinator(values: dict[str, Any]) -> Any:
 
 
 def test_auto_backend_is_the_stores_native_mechanism(postgres_url: str) -> None:
-    assert isinstance(_coordinator({"store.url": "sqlite:///x.db"}), NoOpClusterCoordinator)
+    assert isinstance(_coordinator({"store.url": "sqlite://"}), NoOpClusterCoordinator)
     native = _coordinator({"store.url": postgres_url})
     assert isinstance(native, PostgresNotifyClusterCoordinator)
     assert native.database_notifies_inserts
@@ -84,18 +81,7 @@ def test_enqueue_from_a_process_without_cluster_settings_wakes_an_idle_worker(
     side, coordinator = _idle_worker(postgres_url, make_worker)
     # Another process: only the store URL, and Python-side publishing explicitly off, so the
     # wake-up can only come from the database.
-    code = (
-        "from ratchet_core.container import RatchetContainer\n"
-        "from tests.engine import targets\n"
-        f"c = RatchetContainer(overrides={{'store.url': {postgres_url!r}, "
-        "'security.allowed_packages': 'tests.', 'cluster.backend': 'none'})\n"
-        "print(c.scheduler().enqueue(targets.add, 2, 3))\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
-    job_id = UUID(out.stdout.strip().splitlines()[-1])
+    job_id = enqueue_in_another_process(postgres_url)
     store = side.job_store()
     assert _wait_status(store, job_id, JobStatus.SUCCEEDED, 10) is JobStatus.SUCCEEDED
     assert coordinator.received >= 1

@@ -277,9 +277,10 @@ def test_jobs_a_dead_node_claimed_but_never_started_are_not_charged(
     assert scheduler.result(job_id).value == 5
 
 
-def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
-    sqlite_url: str, make_worker: Any
-) -> None:
+def _one_running_three_queued(
+    sqlite_url: str,
+) -> tuple[Any, threading.Event, threading.Event, uuid.UUID, list[uuid.UUID]]:
+    """A gated job (started event, release event, id) and three jobs enqueued behind it."""
     container = build_container(sqlite_url)
     migrate(container.job_store())
     scheduler = container.scheduler()
@@ -288,6 +289,20 @@ def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
     release = targets.GATES.setdefault(key, threading.Event())
     blocker = scheduler.enqueue(targets.gate, key)
     waiting = [scheduler.enqueue(targets.add, i, i) for i in range(3)]
+    return container, started, release, blocker, waiting
+
+
+def _assert_given_back(scheduler: Any, job_ids: list[uuid.UUID]) -> None:
+    for job_id in job_ids:
+        job = scheduler.get(job_id)
+        assert job.status is JobStatus.PENDING and job.attempt == 0 and job.owner is None
+
+
+def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    container, started, release, blocker, waiting = _one_running_three_queued(sqlite_url)
+    scheduler = container.scheduler()
     worker = make_worker(container, concurrency=1, prefetch=5)
     worker.start()
     assert started.wait(10)
@@ -296,9 +311,7 @@ def test_graceful_stop_releases_claimed_jobs_that_did_not_start(
     stats = worker.stop(timeout=5)
     assert stats.released == 3
     assert status_of(container, blocker) is JobStatus.SUCCEEDED
-    for job_id in waiting:
-        job = scheduler.get(job_id)
-        assert job.status is JobStatus.PENDING and job.attempt == 0 and job.owner is None
+    _assert_given_back(scheduler, waiting)
     container.job_store().close()
 
 
@@ -310,14 +323,8 @@ def test_a_job_finishing_while_the_worker_stops_does_not_start_a_queued_one(
     before_stop runs exactly in that window)."""
     from tests.engine.worker_fixtures import fast_settings
 
-    container = build_container(sqlite_url)
-    migrate(container.job_store())
+    container, started, release, blocker, waiting = _one_running_three_queued(sqlite_url)
     scheduler = container.scheduler()
-    key = f"gate-{uuid.uuid4()}"
-    started = targets.STARTED.setdefault(key, threading.Event())
-    release = targets.GATES.setdefault(key, threading.Event())
-    blocker = scheduler.enqueue(targets.gate, key)
-    waiting = [scheduler.enqueue(targets.add, i, i) for i in range(3)]
 
     class FinishTheRunningJob:
         def before_start(self) -> None: ...
@@ -338,9 +345,7 @@ def test_a_job_finishing_while_the_worker_stops_does_not_start_a_queued_one(
     assert wait_for(lambda: worker.stats.claimed >= 4, 5)
     stats = worker.stop(timeout=5)
     assert stats.released == 3
-    for job_id in waiting:
-        job = scheduler.get(job_id)
-        assert job.status is JobStatus.PENDING and job.attempt == 0 and job.owner is None
+    _assert_given_back(scheduler, waiting)
     container.job_store().close()
 
 

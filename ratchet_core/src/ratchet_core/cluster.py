@@ -4,7 +4,8 @@
   capability so that destructive work (orphan recovery) runs on one node at a time.
 * :func:`create_cluster_coordinator` picks the wake-up transport from ``cluster.backend``:
   ``auto`` (the default: the store's native mechanism, PostgreSQL LISTEN/NOTIFY when
-  ``store.url`` is PostgreSQL, else polling only), ``none``, ``postgres`` or ``redis`` (pub/sub).
+  ``store.url`` is PostgreSQL, a watch of the database file when it is a SQLite file, else
+  polling only), ``none``, ``postgres``, ``redis`` (pub/sub) or ``sqlite``.
   Wake-ups are an optimisation: a lost one only delays work until the next poll.
 
 On PostgreSQL the database itself announces new jobs: migration 0011 installs a trigger that
@@ -30,11 +31,17 @@ from ratchet_api.spi.runtime import (
     RatchetConfigKey,
 )
 from ratchet_api.store.protocols import JobStore, LockStore
-from ratchet_core.config import STORE_URL, parse_optional_str, parse_str, register_key
+from ratchet_core.config import (
+    STORE_URL,
+    parse_duration,
+    parse_optional_str,
+    parse_str,
+    register_key,
+)
 
 _log = logging.getLogger("ratchet.cluster")
 
-_BACKENDS = ("auto", "none", "postgres", "redis")
+_BACKENDS = ("auto", "none", "postgres", "redis", "sqlite")
 
 DATABASE_CHANNEL = "ratchet_wakeup"
 """The channel on which the PostgreSQL insert trigger (migration 0011) notifies."""
@@ -57,8 +64,9 @@ CLUSTER_BACKEND = register_key(
         _parse_backend,
         "auto",
         "Wake-up transport between nodes: auto (PostgreSQL LISTEN/NOTIFY when store.url is "
-        "PostgreSQL, where the database itself notifies inserted jobs; otherwise polling only), "
-        "none (polling only), postgres (LISTEN/NOTIFY) or redis (pub/sub).",
+        "PostgreSQL, where the database itself notifies inserted jobs; a watch of the database "
+        "file when store.url is a SQLite file; otherwise polling only), none (polling only), "
+        "postgres (LISTEN/NOTIFY), redis (pub/sub) or sqlite (the file watch).",
     )
 )
 CLUSTER_URL = register_key(
@@ -68,6 +76,17 @@ CLUSTER_URL = register_key(
         None,
         "URL of the wake-up transport (postgres: defaults to store.url; redis: required, "
         "for example redis://127.0.0.1:6379/0).",
+    )
+)
+CLUSTER_SQLITE_CHECK_INTERVAL = register_key(
+    RatchetConfigKey(
+        "cluster.sqlite_check_interval",
+        parse_duration,
+        timedelta(milliseconds=10),
+        "How often a worker on a SQLite file (cluster.backend auto or sqlite) checks whether "
+        "another process inserted jobs (PRAGMA data_version, which reads no table) where the "
+        "operating system reports no file writes (not Linux, or a file: URI); on Linux it checks "
+        "when the file is written. Shorter costs an idle worker more CPU.",
     )
 )
 CLUSTER_CHANNEL = register_key(
@@ -407,6 +426,23 @@ class RedisClusterCoordinator(_ListenerThreadCoordinator):
             _log.debug("closing redis client failed", exc_info=True)
 
 
+def sqlite_database(url: str | None) -> tuple[str, bool] | None:
+    """The file a SQLite store URL names, as ``sqlite3.connect``'s ``(database, uri)``; None
+    for anything else, in-memory databases included (no other process can see them)."""
+    if not url:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+", 1)[0] != "sqlite":
+        return None
+    path, _, query = rest.partition("?")
+    database = path[1:] if path.startswith("/") else path
+    if database in ("", ":memory:") or "mode=memory" in query:
+        return None
+    if database.startswith("file:") or "uri=true" in query.lower():
+        return database, True
+    return database, False
+
+
 def _native_postgres(url: str | None) -> bool:
     """A PostgreSQL URL whose driver for LISTEN (psycopg 3) is installed."""
     if not url:
@@ -433,7 +469,26 @@ def create_cluster_coordinator(
     store_url = settings.get(STORE_URL)
     node_id = node_identity.get_node_id()
     if backend == "auto":
-        backend = "postgres" if _native_postgres(url or store_url) else "none"
+        if _native_postgres(url or store_url):
+            backend = "postgres"
+        elif url is None and sqlite_database(store_url) is not None:
+            backend = "sqlite"
+        else:
+            backend = "none"
+    if backend == "sqlite":
+        database = sqlite_database(url or store_url)
+        if database is None:
+            raise ConfigurationError(
+                "cluster.url",
+                f"cluster.backend=sqlite needs a SQLite file URL (cluster.url or store.url), "
+                f"got {url or store_url!r}",
+            )
+        interval = settings.get(CLUSTER_SQLITE_CHECK_INTERVAL).total_seconds()
+        from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
+
+        return SqliteFileClusterCoordinator(
+            database[0], node_id, uri=database[1], interval=interval
+        )
     if backend == "postgres":
         target = url or store_url
         try:
@@ -465,6 +520,7 @@ def create_cluster_coordinator(
 __all__ = [
     "CLUSTER_BACKEND",
     "CLUSTER_CHANNEL",
+    "CLUSTER_SQLITE_CHECK_INTERVAL",
     "CLUSTER_URL",
     "DATABASE_CHANNEL",
     "DATABASE_SOURCE",
@@ -475,4 +531,5 @@ __all__ = [
     "decode_hint",
     "encode_hint",
     "libpq_url",
+    "sqlite_database",
 ]

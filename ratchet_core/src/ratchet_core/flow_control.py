@@ -207,9 +207,7 @@ class FlowControl:
             try:
                 self._permits.release_permit(held[0], str(job.id))
             except Exception:  # noqa: BLE001 - it expires
-                _log.warning(
-                    "releasing permit %r of job %s failed", held[0], job.id, exc_info=True
-                )
+                _log.warning("releasing permit %r of job %s failed", held[0], job.id, exc_info=True)
 
     def can_defer(self) -> bool:
         return self._flow is not None

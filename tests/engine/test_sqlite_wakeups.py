@@ -1,0 +1,172 @@
+"""A SQLite file wakes the workers of every process that shares it: an idle worker watches
+``PRAGMA data_version`` and claims as soon as another process's insert commits, with no setting
+on the enqueuing side (``cluster.backend`` auto). Updates, heartbeats and rolled-back inserts wake
+nobody."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ratchet_api.errors import ConfigurationError
+from ratchet_api.model import JobStatus, PollingConfig
+from ratchet_api.store.entities import NodeEntity
+from ratchet_core.cluster import DATABASE_SOURCE, create_cluster_coordinator, sqlite_database
+from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
+from ratchet_core.config import DefaultRatchetConfig
+from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
+from tests.engine import targets
+from tests.engine.conftest import build_container, enqueue_in_another_process, migrate
+
+REPO = Path(__file__).resolve().parents[2]
+SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
+
+
+def _coordinator(values: dict[str, Any]) -> Any:
+    settings = DefaultRatchetConfig.from_dict(values)
+    return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
+
+
+def test_the_database_file_is_read_from_the_store_url() -> None:
+    assert sqlite_database("sqlite:///ratchet.db") == ("ratchet.db", False)
+    assert sqlite_database("sqlite+pysqlite:////var/lib/app.db?synchronous=normal") == (
+        "/var/lib/app.db",
+        False,
+    )
+    assert sqlite_database("sqlite:///file:app.db?mode=rwc&uri=true") == ("file:app.db", True)
+    for no_file in ("sqlite://", "sqlite:///:memory:", "postgresql://x/y", None, ""):
+        assert sqlite_database(no_file) is None
+
+
+def test_auto_backend_watches_a_sqlite_file_and_nothing_else() -> None:
+    auto = _coordinator({"store.url": "sqlite:///x.db", "cluster.sqlite_check_interval": "20ms"})
+    assert isinstance(auto, SqliteFileClusterCoordinator)
+    assert auto.database == "x.db" and auto.interval == pytest.approx(0.02)
+    assert auto.database_notifies_inserts  # the scheduler publishes nothing for an insert
+    for url in ("sqlite://", "mongodb://127.0.0.1:1/db"):
+        assert isinstance(_coordinator({"store.url": url}), NoOpClusterCoordinator)
+    assert isinstance(
+        _coordinator({"store.url": "sqlite:///x.db", "cluster.backend": "none"}),
+        NoOpClusterCoordinator,
+    )
+    with pytest.raises(ConfigurationError, match=r"cluster\.url"):
+        _coordinator({"store.url": "sqlite://", "cluster.backend": "sqlite"})
+
+
+def _listening(url: str, file_events: bool) -> tuple[SqliteFileClusterCoordinator, list[Any]]:
+    database = sqlite_database(url)
+    assert database is not None
+    listener = SqliteFileClusterCoordinator(database[0], "listener", file_events=file_events)
+    heard: list[Any] = []
+    listener.register_wakeup_listener(heard.append)
+    assert listener.wait_subscribed(5)
+    # Linux: the listener sleeps until the files are written; elsewhere it checks every 10 ms
+    assert listener.watching_events is (file_events and sys.platform.startswith("linux"))
+    return listener, heard
+
+
+def _wait(predicate: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.parametrize("file_events", [True, False], ids=["file-events", "checks"])
+def test_an_insert_wakes_the_listener_and_other_commits_do_not(
+    sqlite_url: str, file_events: bool
+) -> None:
+    side = build_container(sqlite_url, **{"cluster.backend": "none"})
+    store = side.job_store()
+    migrate(store)
+    listener, heard = _listening(sqlite_url, file_events)
+    scheduler = side.scheduler()
+
+    job_id = scheduler.enqueue(targets.add, 1, 2)
+    assert _wait(lambda: heard, 10), "an insert committed by another connection woke nobody"
+    assert heard[0].source.node_id == DATABASE_SOURCE
+    woken = len(heard)
+
+    # commits that insert no job: an update of a job, a node heartbeat, a rolled-back insert
+    engine = sa.create_engine(sqlite_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE ratchet_jobs SET priority = 7 WHERE priority = 0"))
+    with engine.connect() as conn:
+        conn.begin()
+        scheduler.job(targets.add).args(3, 4).transaction(conn).enqueue()
+        conn.rollback()
+    store.upsert_heartbeat(NodeEntity(node_id="another-node"))
+    time.sleep(0.5)  # many check intervals: a wake-up would have come by now
+    assert len(heard) == woken, "a commit that inserted no job woke the listener"
+    assert store.find_by_id(job_id) is not None
+
+    scheduler.enqueue_many(targets.add, [(i, i) for i in range(20)])
+    assert _wait(lambda: len(heard) > woken, 10), "a bulk insert woke nobody"
+    listener.close()
+    engine.dispose()
+    store.close()
+
+
+def test_the_listener_never_creates_a_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "not-yet.db"
+    listener = _coordinator({"store.url": f"sqlite:///{missing}"})
+    listener.register_wakeup_listener(lambda hint: None)
+    time.sleep(0.3)
+    assert not listener.wait_subscribed(0.1)
+    assert not missing.exists()
+    # created later (the store's first migration): the listener starts watching it
+    sqlite3.connect(missing).execute("CREATE TABLE ratchet_jobs (x INTEGER)").connection.close()
+    assert listener.wait_subscribed(5)
+    listener.close()
+
+
+def test_enqueue_from_another_process_starts_an_idle_workers_job_at_once(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    # the worker polls once a minute: only the file watch can start the job within seconds
+    side = build_container(sqlite_url)
+    migrate(side.job_store())
+    worker = make_worker(side, polling=SLOW_POLL)
+    worker.start()
+    coordinator = side.cluster_coordinator()
+    assert isinstance(coordinator, SqliteFileClusterCoordinator)
+    assert coordinator.wait_subscribed(5)
+    time.sleep(0.3)  # the first (empty) poll is over: the worker now waits 60 s
+    job_id = enqueue_in_another_process(sqlite_url)
+    store = side.job_store()
+    assert _wait(lambda: store.find_by_id(job_id).status is JobStatus.SUCCEEDED, 20)
+    assert coordinator.received >= 1
+    worker.stop(timeout=5)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux only")
+def test_file_events_report_the_databases_files_only_and_can_be_interrupted(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    from ratchet_core.cluster_sqlite import DirectoryEvents
+
+    database = tmp_path / "jobs.db"
+    events = DirectoryEvents.open(str(database))
+    assert events is not None
+    (tmp_path / "other.log").write_text("not the database")
+    assert not events.wait(0.2), "a file that is not the database's reported"
+    (tmp_path / "jobs.db-wal").write_bytes(b"frame")
+    assert events.wait(5), "a write to the database's WAL not reported"
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(events.wait(60)))
+    waiter.start()
+    events.interrupt()
+    waiter.join(10)
+    assert woke == [False], "interrupt() did not end the wait"
+    events.close()
