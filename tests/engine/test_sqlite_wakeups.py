@@ -5,6 +5,7 @@ nobody."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from dependency_injector import providers
 
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import JobStatus, PollingConfig
@@ -22,6 +24,7 @@ from ratchet_core.cluster import DATABASE_SOURCE, create_cluster_coordinator, sq
 from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
 from ratchet_core.config import DefaultRatchetConfig
 from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
+from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
 from tests.engine.conftest import build_container, enqueue_in_another_process, migrate
 
@@ -34,21 +37,33 @@ def _coordinator(values: dict[str, Any]) -> Any:
     return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
 
 
-def test_the_database_file_is_read_from_the_store_url() -> None:
-    assert sqlite_database("sqlite:///ratchet.db") == ("ratchet.db", False)
+def test_the_database_file_is_read_from_the_store_url(tmp_path: Path) -> None:
+    assert sqlite_database("sqlite:///ratchet.db") == os.path.realpath("ratchet.db")
     assert sqlite_database("sqlite+pysqlite:////var/lib/app.db?synchronous=normal") == (
-        "/var/lib/app.db",
-        False,
+        os.path.realpath("/var/lib/app.db")
     )
-    assert sqlite_database("sqlite:///file:app.db?mode=rwc&uri=true") == ("file:app.db", True)
-    for no_file in ("sqlite://", "sqlite:///:memory:", "postgresql://x/y", None, ""):
+    assert sqlite_database(f"sqlite:///{tmp_path}/my%20jobs.db") == str(
+        (tmp_path / "my jobs.db").resolve()
+    )
+    # a symlinked database: the file (and its WAL) live where the link points
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert sqlite_database(f"sqlite:///{tmp_path}/link/x.db") == str(tmp_path / "real" / "x.db")
+    for no_file in (
+        "sqlite://",
+        "sqlite:///:memory:",
+        "sqlite:///file:app.db?mode=rwc&uri=true",
+        "postgresql://x/y",
+        None,
+        "",
+    ):
         assert sqlite_database(no_file) is None
 
 
-def test_auto_backend_watches_a_sqlite_file_and_nothing_else() -> None:
+def test_auto_backend_watches_the_stores_sqlite_file_and_nothing_else(sqlite_url: str) -> None:
     auto = _coordinator({"store.url": "sqlite:///x.db", "cluster.sqlite_check_interval": "20ms"})
     assert isinstance(auto, SqliteFileClusterCoordinator)
-    assert auto.database == "x.db" and auto.interval == pytest.approx(0.02)
+    assert auto.database == os.path.realpath("x.db") and auto.interval == pytest.approx(0.02)
     assert auto.database_notifies_inserts  # the scheduler publishes nothing for an insert
     for url in ("sqlite://", "mongodb://127.0.0.1:1/db"):
         assert isinstance(_coordinator({"store.url": url}), NoOpClusterCoordinator)
@@ -58,12 +73,21 @@ def test_auto_backend_watches_a_sqlite_file_and_nothing_else() -> None:
     )
     with pytest.raises(ConfigurationError, match=r"cluster\.url"):
         _coordinator({"store.url": "sqlite://", "cluster.backend": "sqlite"})
+    # the container asks its job store, not store.url
+    container = build_container(sqlite_url)
+    watching = container.cluster_coordinator()
+    assert isinstance(watching, SqliteFileClusterCoordinator)
+    assert watching.database == sqlite_database(sqlite_url)
+    container.job_store().close()
+    replaced = build_container(sqlite_url)  # store.url stays a file: the store is not
+    replaced.job_store.override(providers.Object(InMemoryJobStore()))
+    assert isinstance(replaced.cluster_coordinator(), NoOpClusterCoordinator)
 
 
 def _listening(url: str, file_events: bool) -> tuple[SqliteFileClusterCoordinator, list[Any]]:
     database = sqlite_database(url)
     assert database is not None
-    listener = SqliteFileClusterCoordinator(database[0], "listener", file_events=file_events)
+    listener = SqliteFileClusterCoordinator(database, "listener", file_events=file_events)
     heard: list[Any] = []
     listener.register_wakeup_listener(heard.append)
     assert listener.wait_subscribed(5)
@@ -168,5 +192,26 @@ def test_file_events_report_the_databases_files_only_and_can_be_interrupted(
     waiter.start()
     events.interrupt()
     waiter.join(10)
-    assert woke == [False], "interrupt() did not end the wait"
+    assert woke == [0], "interrupt() did not end the wait"
     events.close()
+
+
+def test_a_database_replaced_on_disk_is_watched_again(sqlite_url: str) -> None:
+    """Deleted and created anew (a reset): the listener's connection would stay on the old,
+    deleted file; it reconnects to the new one."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("file events (inotify) are Linux only")
+    side = build_container(sqlite_url, **{"cluster.backend": "none"})
+    migrate(side.job_store())
+    side.job_store().close()
+    listener, heard = _listening(sqlite_url, True)
+    path = Path(sqlite_database(sqlite_url) or "")
+    for leftover in path.parent.glob(path.name + "*"):
+        leftover.unlink()
+    fresh = build_container(sqlite_url, **{"cluster.backend": "none"})
+    migrate(fresh.job_store())
+    time.sleep(0.3)  # the listener has reconnected to the new file by now
+    fresh.scheduler().enqueue(targets.add, 1, 1)
+    assert _wait(lambda: heard, 10), "an insert into the new file woke nobody"
+    listener.close()
+    fresh.job_store().close()

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote
 
 from ratchet_api.model import JobPriority, JobWakeupHint, NodeIdentity, as_priority
 from ratchet_api.spi.runtime import (
@@ -85,8 +87,8 @@ CLUSTER_SQLITE_CHECK_INTERVAL = register_key(
         timedelta(milliseconds=10),
         "How often a worker on a SQLite file (cluster.backend auto or sqlite) checks whether "
         "another process inserted jobs (PRAGMA data_version, which reads no table) where the "
-        "operating system reports no file writes (not Linux, or a file: URI); on Linux it checks "
-        "when the file is written. Shorter costs an idle worker more CPU.",
+        "operating system reports no file writes (not Linux); on Linux the longest spacing of "
+        "the checks that follow a write to the file. Shorter costs an idle worker more CPU.",
     )
 )
 CLUSTER_CHANNEL = register_key(
@@ -426,21 +428,38 @@ class RedisClusterCoordinator(_ListenerThreadCoordinator):
             _log.debug("closing redis client failed", exc_info=True)
 
 
-def sqlite_database(url: str | None) -> tuple[str, bool] | None:
-    """The file a SQLite store URL names, as ``sqlite3.connect``'s ``(database, uri)``; None
-    for anything else, in-memory databases included (no other process can see them)."""
+def sqlite_database(url: str | None) -> str | None:
+    """The absolute, symlink-free path of the file a SQLite URL names; None for anything else,
+    in-memory databases (no other process sees them) and ``file:`` URIs included."""
     if not url:
         return None
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.split("+", 1)[0] != "sqlite":
         return None
     path, _, query = rest.partition("?")
-    database = path[1:] if path.startswith("/") else path
-    if database in ("", ":memory:") or "mode=memory" in query:
+    database = unquote(path[1:] if path.startswith("/") else path)
+    if database in ("", ":memory:") or "uri=true" in query.lower():
         return None
-    if database.startswith("file:") or "uri=true" in query.lower():
-        return database, True
-    return database, False
+    return _file_path(database)
+
+
+def store_database(store: object) -> str | None:
+    """The file of a SQL store on SQLite (its engine's URL, as SQLAlchemy opened it), else
+    None: a store replaced by an alternative is asked, not ``store.url``."""
+    url = getattr(getattr(store, "engine", None), "url", None)
+    get_backend_name = getattr(url, "get_backend_name", None)
+    if url is None or get_backend_name is None or get_backend_name() != "sqlite":
+        return None
+    database = getattr(url, "database", None)
+    if not database or database == ":memory:" or getattr(url, "query", {}).get("uri"):
+        return None
+    return _file_path(str(database))
+
+
+def _file_path(database: str) -> str | None:
+    if database.startswith("file:"):
+        return None
+    return os.path.realpath(database)
 
 
 def _native_postgres(url: str | None) -> bool:
@@ -456,11 +475,16 @@ def _native_postgres(url: str | None) -> bool:
     return importlib.util.find_spec("psycopg") is not None
 
 
+def _watched_file(store: JobStore | None, store_url: str | None) -> str | None:
+    return store_database(store) if store is not None else sqlite_database(store_url)
+
+
 def create_cluster_coordinator(
-    settings: RatchetConfig, node_identity: NodeIdentityProvider
+    settings: RatchetConfig, node_identity: NodeIdentityProvider, store: JobStore | None = None
 ) -> ClusterCoordinator:
     """The coordinator selected by ``cluster.backend`` (the container's ``cluster_coordinator``).
-    Drivers are imported only for the chosen backend."""
+    Drivers are imported only for the chosen backend. ``store`` (the container's job store)
+    tells which SQLite file to watch; without it ``store.url`` does."""
     from ratchet_api.errors import ConfigurationError
 
     backend = settings.get(CLUSTER_BACKEND)
@@ -471,24 +495,22 @@ def create_cluster_coordinator(
     if backend == "auto":
         if _native_postgres(url or store_url):
             backend = "postgres"
-        elif url is None and sqlite_database(store_url) is not None:
+        elif url is None and _watched_file(store, store_url) is not None:
             backend = "sqlite"
         else:
             backend = "none"
     if backend == "sqlite":
-        database = sqlite_database(url or store_url)
+        database = sqlite_database(url) if url else _watched_file(store, store_url)
         if database is None:
             raise ConfigurationError(
                 "cluster.url",
-                f"cluster.backend=sqlite needs a SQLite file URL (cluster.url or store.url), "
+                f"cluster.backend=sqlite needs a SQLite file (cluster.url, or a SQL store on one), "
                 f"got {url or store_url!r}",
             )
         interval = settings.get(CLUSTER_SQLITE_CHECK_INTERVAL).total_seconds()
         from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
 
-        return SqliteFileClusterCoordinator(
-            database[0], node_id, uri=database[1], interval=interval
-        )
+        return SqliteFileClusterCoordinator(database, node_id, interval=interval)
     if backend == "postgres":
         target = url or store_url
         try:
@@ -532,4 +554,5 @@ __all__ = [
     "encode_hint",
     "libpq_url",
     "sqlite_database",
+    "store_database",
 ]

@@ -4,13 +4,13 @@ SQLite has no ``NOTIFY``: the file is the message. The listener thread of a work
 database whether another connection committed (``PRAGMA data_version``, which reads no table)
 and, when one did, whether the jobs table's highest rowid grew (a job was inserted). It asks
 
-* when the operating system reports a write to the database's files (Linux inotify on the
-  file's directory, through ``ctypes``: the standard library has no binding), and then again
-  after 1, 2, 4 ... ms up to ``interval``, for ``SETTLE_ROUNDS`` rounds, so that a commit whose
-  index is updated just after its write (an fsync comes between) is not missed; an idle
-  worker then checks only when its own heartbeat writes the file;
-* every ``interval`` seconds elsewhere (macOS, Windows, a ``file:`` URI database, or when inotify
-  cannot be set up): about 1-2 % of a core on a small VM at the default 10 ms.
+* on Linux, when the operating system reports a write to the database's files (inotify on the
+  file's directory, through ``ctypes``: the standard library has no binding), then again after
+  1, 2, 4 ... ms up to ``interval`` for ``SETTLE_SECONDS`` (a commit becomes visible after its
+  write, past the WAL's fsync), and once a second without events (file systems whose writes
+  inotify does not see). An idle worker checks little more than its own heartbeat's writes;
+* elsewhere (macOS, Windows) every ``interval`` seconds: about 1-2 % of a core on a small VM
+  at the default 10 ms.
 
 Wake-ups only shorten the poller's wait: a missed one delays a job until the next poll.
 """
@@ -25,9 +25,11 @@ import select
 import sqlite3
 import struct
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.request import pathname2url
 
 from ratchet_api.model import JobPriority, NodeIdentity
 from ratchet_core.cluster import (
@@ -42,19 +44,33 @@ _log = logging.getLogger("ratchet.cluster")
 _IN_MODIFY = 0x002
 _IN_MOVED_TO = 0x080
 _IN_CREATE = 0x100
+_IN_Q_OVERFLOW = 0x4000
+_IN_IGNORED = 0x8000
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
-SETTLE_ROUNDS = 10
-"""Checks made every ``interval`` after the last file event, before waiting for the next."""
+SETTLE_SECONDS = 0.5
+"""After the last file event, how long the database is still checked (every 1, 2, 4 ...
+ms up to ``interval``): a commit becomes visible after its write, past the WAL's fsync."""
+IDLE_CHECK_SECONDS = 1.0
+"""With file events, the database is also checked after this long without any (a file system
+whose writes inotify does not see, such as NFS, then behaves like polling once a second)."""
+
+WRITTEN = 1
+REPLACED = 2
 
 
 class DirectoryEvents:
     """Writes to the files of one database (``name``, ``name-wal``, ``name-journal``) in its
     directory, reported by Linux inotify. :meth:`open` gives None where that is unavailable."""
 
-    def __init__(self, fd: int, prefix: bytes) -> None:
+    def __init__(self, fd: int, name: bytes) -> None:
         self._fd = fd
-        self._prefix = prefix
+        self._name = name
+        self._lock = threading.Lock()  # interrupt() never writes to a closed (reused) fd
+        self._closed = False
         self._wake_r, self._wake_w = os.pipe()
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+        self._poll.register(self._wake_r, select.POLLIN)
 
     @classmethod
     def open(cls, database: str) -> DirectoryEvents | None:
@@ -68,52 +84,67 @@ class DirectoryEvents:
         fd = int(init(os.O_NONBLOCK | os.O_CLOEXEC))
         if fd < 0:
             return None
-        directory = os.path.dirname(os.path.abspath(database))
-        if add(fd, os.fsencode(directory), _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO) < 0:
+        try:
+            directory = os.fsencode(os.path.dirname(database))
+            if add(fd, directory, _IN_MODIFY | _IN_CREATE | _IN_MOVED_TO) < 0:
+                raise OSError(ctypes.get_errno(), "inotify_add_watch failed")
+            return cls(fd, os.fsencode(os.path.basename(database)))
+        except OSError:
             os.close(fd)
             return None
-        return cls(fd, os.fsencode(os.path.basename(database)))
 
-    def wait(self, timeout: float) -> bool:
+    def wait(self, timeout: float) -> int:
         """Block until the database's files are written, :meth:`interrupt` or ``timeout``;
-        True when they were written."""
-        ready, _, _ = select.select([self._fd, self._wake_r], [], [], timeout)
-        return self._fd in ready and self.drain()
+        the :meth:`drain` flags (0: nothing happened to the database)."""
+        ready = {fd for fd, _ in self._poll.poll(timeout * 1000)}
+        return self.drain() if self._fd in ready else 0
 
-    def drain(self) -> bool:
-        """Read the events queued so far (never blocks); True if one concerns the database."""
-        seen = False
+    def drain(self) -> int:
+        """Read the events queued so far (never blocks): ``WRITTEN`` when the database's files
+        were written (or events were lost), ``REPLACED`` when the database file itself was
+        created or moved in anew, or the watch ended (its directory is gone)."""
+        flags = 0
         while True:
             try:
                 data = os.read(self._fd, 65536)
             except BlockingIOError:
-                return seen
+                return flags
             if not data:
-                return seen
+                return flags
             offset = 0
             while offset + _EVENT.size <= len(data):
-                length = _EVENT.unpack_from(data, offset)[3]
-                name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
-                offset += _EVENT.size + length
-                if name.startswith(self._prefix):
-                    seen = True
+                _wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                start = offset + _EVENT.size
+                name = data[start : start + length].rstrip(b"\0")
+                offset = start + length
+                if mask & _IN_IGNORED:
+                    flags |= REPLACED
+                elif mask & _IN_Q_OVERFLOW:
+                    flags |= WRITTEN
+                elif name == self._name and mask & (_IN_CREATE | _IN_MOVED_TO):
+                    flags |= REPLACED
+                elif name.startswith(self._name):
+                    flags |= WRITTEN
 
     def interrupt(self) -> None:
-        with contextlib.suppress(OSError):  # closed already
-            os.write(self._wake_w, b"x")
+        with self._lock:
+            if not self._closed:
+                os.write(self._wake_w, b"x")
 
     def close(self) -> None:
-        for fd in (self._fd, self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with self._lock:
+            self._closed = True
+            for fd in (self._fd, self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class SqliteFileClusterCoordinator(_ListenerThreadCoordinator):
     """Wake-ups between processes sharing a SQLite file, with nothing to run beside them (see
-    the module docstring). Nothing is published: an enqueuing process's commit is the message,
-    whatever that process's own settings. Wake-ups that only an update makes due (a retry's
-    backoff ends, a workflow step is released) are found by polling, as with PostgreSQL's
-    insert trigger."""
+    the module docstring). ``database`` is the file's absolute path. Nothing is published: an
+    enqueuing process's commit is the message, whatever that process's own settings. Wake-ups
+    that only an update makes due (a retry's backoff ends, a workflow step is released) are
+    found by polling, as with PostgreSQL's insert trigger."""
 
     name = "sqlite"
 
@@ -122,15 +153,13 @@ class SqliteFileClusterCoordinator(_ListenerThreadCoordinator):
         database: str,
         node_id: str,
         *,
-        uri: bool = False,
         interval: float = 0.01,
         file_events: bool = True,
     ) -> None:
         super().__init__(node_id, DATABASE_CHANNEL)
         self.database = database
-        self.uri = uri
         self.interval = max(0.0005, interval)
-        self.file_events = file_events and not uri
+        self.file_events = file_events
         """Wait for the operating system's file events (where available) instead of checking
         every ``interval``."""
         self.database_notifies_inserts = True
@@ -151,61 +180,93 @@ class SqliteFileClusterCoordinator(_ListenerThreadCoordinator):
             events.interrupt()
 
     def _listen(self, deliver: Callable[[str], None]) -> None:
-        if not self.uri and not os.path.exists(self.database):
-            # not created yet (or store.url is not the store in use): never create it here
-            self._closed.wait(1.0)
-            return
-        conn = sqlite3.connect(
-            self.database,
-            uri=self.uri,
-            timeout=5.0,
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        events = DirectoryEvents.open(self.database) if self.file_events else None
-        self._events = events
-        self.watching_events = events is not None
         try:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            newest = _newest(conn)
-            self._subscribed.set()
-            settle = 0  # checks still due after the last file event
-            while not self._closed.is_set():
-                if events is not None and settle == 0:
-                    if not events.wait(1.0):
-                        continue
-                    settle = SETTLE_ROUNDS
-                else:
-                    # After a file event the commit may not be visible yet (the write comes
-                    # before its fsync and index update): look again after 1, 2, 4 ... ms, up
-                    # to the interval. A plain sleep: half the CPU of an Event wait on a VM.
-                    since = SETTLE_ROUNDS - settle if events is not None else 16
-                    time.sleep(min(self.interval, 0.001 * 2 ** min(since, 16)))
-                    if events is not None:
-                        settle = SETTLE_ROUNDS if events.drain() else settle - 1
-                now = conn.execute("PRAGMA data_version").fetchone()[0]
-                if now == version:
-                    continue
-                version = now
-                latest = _newest(conn)
-                if latest != newest:
-                    grew = latest is not None and (newest is None or latest > newest)
-                    newest = latest
-                    if grew:
-                        deliver(self._message)
+            # read-write but never created here: a missing file (the schema not created yet,
+            # or a store that is not this file) is looked for again a second later
+            conn = sqlite3.connect(
+                f"file:{pathname2url(self.database)}?mode=rw",
+                uri=True,
+                timeout=5.0,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.OperationalError:
+            if not os.path.exists(self.database):
+                self._closed.wait(1.0)
+                return
+            raise
+        events: DirectoryEvents | None = None
+        try:
+            events = DirectoryEvents.open(self.database) if self.file_events else None
+            self._events = events
+            self.watching_events = events is not None
+            self._watch(conn, events, deliver)
         finally:
             self._events = None
             if events is not None:
                 events.close()
             conn.close()
 
+    def _watch(
+        self,
+        conn: sqlite3.Connection,
+        events: DirectoryEvents | None,
+        deliver: Callable[[str], None],
+    ) -> None:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        newest = _newest(conn)
+        self._subscribed.set()
+        settle_until = 0.0  # after a file event: keep checking until then
+        pause = self.interval
+        while not self._closed.is_set():
+            if events is None:
+                time.sleep(self.interval)  # a plain sleep: half an Event wait's CPU on a VM
+            elif time.monotonic() >= settle_until:
+                flags = events.wait(IDLE_CHECK_SECONDS)
+                if flags & REPLACED:
+                    return  # reconnect: the file (or its directory) is a new one
+                if flags:
+                    settle_until = time.monotonic() + SETTLE_SECONDS
+                    pause = 0.001
+            else:
+                time.sleep(pause)
+                pause = min(self.interval, pause * 2)
+                flags = events.drain()
+                if flags & REPLACED:
+                    return
+                if flags:  # more writes: keep checking, without starting over at 1 ms
+                    settle_until = time.monotonic() + SETTLE_SECONDS
+            now = conn.execute("PRAGMA data_version").fetchone()[0]
+            if now == version:
+                continue
+            try:
+                latest = _newest(conn)
+            except sqlite3.OperationalError:  # locked: looked at again next round
+                continue
+            version = now
+            if latest != newest:
+                grew = latest is not None and (newest is None or latest > newest)
+                newest = latest
+                if grew:
+                    deliver(self._message)
+
 
 def _newest(conn: Any) -> int | None:
+    """The jobs table's highest rowid; None without the table (the schema not created yet:
+    the worker refuses to start anyway). Raises ``sqlite3.OperationalError`` when the database
+    cannot be read now (locked)."""
     try:
         row = conn.execute("SELECT max(rowid) FROM ratchet_jobs").fetchone()
-    except sqlite3.OperationalError:  # no schema yet: the worker refuses to start anyway
-        return None
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
     return None if row is None or row[0] is None else int(row[0])
 
 
-__all__ = ["SETTLE_ROUNDS", "DirectoryEvents", "SqliteFileClusterCoordinator"]
+__all__ = [
+    "IDLE_CHECK_SECONDS",
+    "SETTLE_SECONDS",
+    "DirectoryEvents",
+    "SqliteFileClusterCoordinator",
+]

@@ -199,6 +199,9 @@ class FlowControl:
     def release(self, job: JobEntity) -> None:
         """Give back the permit ``job`` holds (no-op if none). Never raises (the permit then
         expires after ``flow_control.permit_ttl``)."""
+        with self._lock:
+            if job.id not in self._held:
+                return  # most jobs: no permit, and no wait for a renewal under way
         with self._renewal:
             with self._lock:
                 held = self._held.pop(job.id, None)

@@ -675,10 +675,15 @@ class Worker:
             gate = self._gates.get(job.gate)
             if gate is None:
                 gate = self._gates[job.gate] = self._new_gate(job.gate)
-            if gate.running >= gate.limit:
+            stopping = self._stopping
+            if gate.running >= gate.limit and not stopping:
                 gate.waiting.append(job)
                 return
-            gate.running += 1
+            if not stopping:
+                gate.running += 1
+        if stopping:  # claimed as the worker stops: it would never start, give it back
+            self._abandon(job)
+            return
         try:
             self._submit(job)
         except BaseException:
@@ -927,10 +932,16 @@ class Worker:
         # run_until_idle never sees a gap with nothing owned and their work still to come
         try:
             if self._workflow is not None and applied:
-                self._workflow.succeeded(
-                    (i.token.entity, i.completion.result) for i in applied if i.token
+                self._hand_on(
+                    "workflow",
+                    lambda: self._workflow.succeeded(  # type: ignore[union-attr]
+                        (i.token.entity, i.completion.result) for i in applied if i.token
+                    ),
                 )
-            self._batches.children_finished(i.token.entity for i in applied if i.token)
+            self._hand_on(
+                "batch",
+                lambda: self._batches.children_finished(i.token.entity for i in applied if i.token),
+            )
         finally:
             with self._lock:
                 for item in batch:
@@ -943,6 +954,16 @@ class Worker:
                 "(cancelled or recovered by another node while running): %s",
                 len(stale),
                 ", ".join(str(s) for s in stale[:10]),
+            )
+
+    def _hand_on(self, what: str, hand_on: Callable[[], object]) -> None:
+        """A finished job's follow-up (its workflow steps, its batch): a failure is logged and
+        does not undo the written outcome (the sweeps of workflows and batches catch up)."""
+        try:
+            hand_on()
+        except Exception:  # noqa: BLE001 - a pluggable part's or the store's failure
+            _log.exception(
+                "worker %s: handing finished jobs on to the %s failed", self.node_id, what
             )
 
     def _finish_failure(
@@ -1049,14 +1070,18 @@ class Worker:
         if applied:
             self._counters.add("retried" if item.run_at is not None else "failed")
             try:  # handed on before the job is disowned (see _on_flushed)
-                if self._workflow is not None:  # settles the steps waiting for a dead letter
+                workflow = self._workflow
+                if workflow is not None:  # settles the steps waiting for a dead letter
                     text = item.plain_message if item.plain_message is not None else item.message
                     cause = item.cause if item.cause is not None else RuntimeError(text)
-                    self._workflow.failed(
-                        job.entity, cause, text, dead_lettered=item.run_at is None
+                    self._hand_on(
+                        "workflow",
+                        lambda: workflow.failed(
+                            job.entity, cause, text, dead_lettered=item.run_at is None
+                        ),
                     )
                 if item.run_at is None:  # dead letter: its batch may be complete now
-                    self._batches.children_finished([job.entity])
+                    self._hand_on("batch", lambda: self._batches.children_finished([job.entity]))
             finally:
                 with self._lock:
                     self._disown(job)
