@@ -28,8 +28,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-from urllib.request import pathname2url
 
 from ratchet_api.model import JobPriority, NodeIdentity
 from ratchet_core.cluster import (
@@ -184,7 +184,7 @@ class SqliteFileClusterCoordinator(_ListenerThreadCoordinator):
             # read-write but never created here: a missing file (the schema not created yet,
             # or a store that is not this file) is looked for again a second later
             conn = sqlite3.connect(
-                f"file:{pathname2url(self.database)}?mode=rw",
+                Path(self.database).as_uri() + "?mode=rw",
                 uri=True,
                 timeout=5.0,
                 isolation_level=None,
