@@ -87,8 +87,8 @@ CLUSTER_SQLITE_CHECK_INTERVAL = register_key(
         timedelta(milliseconds=10),
         "How often a worker on a SQLite file (cluster.backend auto or sqlite) checks whether "
         "another process inserted jobs (PRAGMA data_version, which reads no table) where the "
-        "operating system reports no file writes (not Linux); on Linux the longest spacing of "
-        "the checks that follow a write to the file. Shorter costs an idle worker more CPU.",
+        "operating system reports no file writes (not Linux); on Linux checks come at most "
+        "every half of it while the file is being written. Shorter costs more CPU.",
     )
 )
 CLUSTER_CHANNEL = register_key(

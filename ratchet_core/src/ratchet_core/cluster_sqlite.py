@@ -6,9 +6,10 @@ and, when one did, whether the jobs table's highest rowid grew (a job was insert
 
 * on Linux, when the operating system reports a write to the database's files (inotify on the
   file's directory, through ``ctypes``: the standard library has no binding), then again after
-  1, 2, 4 ... ms up to ``interval`` for ``SETTLE_SECONDS`` (a commit becomes visible after its
-  write, past the WAL's fsync), and once a second without events (file systems whose writes
-  inotify does not see). An idle worker checks little more than its own heartbeat's writes;
+  1, 2, 4 ... ms for ``SETTLE_SECONDS`` (a commit becomes visible after its write, past the
+  WAL's fsync; at most every half ``interval`` while writes go on), and once a second without
+  events (file systems whose writes inotify does not see). An idle worker checks about a
+  dozen times after each write of its own heartbeat;
 * elsewhere (macOS, Windows) every ``interval`` seconds: about 1-2 % of a core on a small VM
   at the default 10 ms.
 
@@ -48,8 +49,11 @@ _IN_Q_OVERFLOW = 0x4000
 _IN_IGNORED = 0x8000
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
 SETTLE_SECONDS = 0.5
-"""After the last file event, how long the database is still checked (every 1, 2, 4 ...
-ms up to ``interval``): a commit becomes visible after its write, past the WAL's fsync."""
+"""After the last file event, how long the database is still checked (after 1, 2, 4 ... ms,
+up to ``SETTLE_MAX_PAUSE`` apart): a commit becomes visible after its write, past the WAL's
+fsync. Checks set off by events come at most every half ``interval``."""
+SETTLE_MAX_PAUSE = 0.1
+"""The longest pause between those checks while no further write is reported."""
 IDLE_CHECK_SECONDS = 1.0
 """With file events, the database is also checked after this long without any (a file system
 whose writes inotify does not see, such as NFS, then behaves like polling once a second)."""
@@ -217,25 +221,38 @@ class SqliteFileClusterCoordinator(_ListenerThreadCoordinator):
         newest = _newest(conn)
         self._subscribed.set()
         settle_until = 0.0  # after a file event: keep checking until then
-        pause = self.interval
+        step = 0.001  # pause before the next of those checks (doubles, up to SETTLE_MAX_PAUSE)
+        last_check = 0.0
+        next_check: float | None = None  # None: wait for a file event (up to a second)
+        gap = self.interval / 2  # checks set off by events come at most this often
         while not self._closed.is_set():
             if events is None:
                 time.sleep(self.interval)  # a plain sleep: half an Event wait's CPU on a VM
-            elif time.monotonic() >= settle_until:
-                flags = events.wait(IDLE_CHECK_SECONDS)
+            else:
+                clock = time.monotonic()
+                if next_check is None:
+                    flags = events.wait(IDLE_CHECK_SECONDS)
+                elif next_check > clock:
+                    flags = events.wait(next_check - clock)
+                else:
+                    flags = events.drain()
                 if flags & REPLACED:
                     return  # reconnect: the file (or its directory) is a new one
+                clock = time.monotonic()
                 if flags:
-                    settle_until = time.monotonic() + SETTLE_SECONDS
-                    pause = 0.001
-            else:
-                time.sleep(pause)
-                pause = min(self.interval, pause * 2)
-                flags = events.drain()
-                if flags & REPLACED:
-                    return
-                if flags:  # more writes: keep checking, without starting over at 1 ms
-                    settle_until = time.monotonic() + SETTLE_SECONDS
+                    settle_until = clock + SETTLE_SECONDS
+                    step = 0.001
+                    due = max(clock, last_check + gap)
+                    next_check = due if next_check is None else min(next_check, due)
+                if next_check is not None and clock < next_check:
+                    continue
+                # a check now: one that was due, or once a second without any event
+                last_check = clock
+                if clock < settle_until:
+                    next_check = clock + step
+                    step = min(SETTLE_MAX_PAUSE, step * 2)
+                else:
+                    next_check = None
             now = conn.execute("PRAGMA data_version").fetchone()[0]
             if now == version:
                 continue
@@ -266,6 +283,7 @@ def _newest(conn: Any) -> int | None:
 
 __all__ = [
     "IDLE_CHECK_SECONDS",
+    "SETTLE_MAX_PAUSE",
     "SETTLE_SECONDS",
     "DirectoryEvents",
     "SqliteFileClusterCoordinator",
