@@ -56,6 +56,16 @@ def enqueue_in_another_process(store_url: str) -> UUID:
     return UUID(out.stdout.strip().splitlines()[-1])
 
 
+def coordinator_for(values: dict[str, Any]) -> Any:
+    """``create_cluster_coordinator`` for these settings alone (no container, no store)."""
+    from ratchet_core.cluster import create_cluster_coordinator
+    from ratchet_core.config import DefaultRatchetConfig
+    from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider
+
+    settings = DefaultRatchetConfig.from_dict(values)
+    return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
+
+
 def migrate(store: JobStore) -> None:
     manager = store.capability(SchemaManager)
     if manager is not None:

@@ -14,7 +14,6 @@ from ratchet_core.cluster import (
     PostgresNotifyClusterCoordinator,
     RedisClusterCoordinator,
     StoreBackedStartupCoordinator,
-    create_cluster_coordinator,
     decode_hint,
     encode_hint,
 )
@@ -111,11 +110,8 @@ def test_redis_pubsub_wakes_other_nodes_only() -> None:
 def test_backend_is_chosen_by_configuration(postgres_url: str) -> None:
     from ratchet_api.errors import ConfigurationError
     from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
-    from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
-
-    def build(values: dict[str, Any]) -> Any:
-        settings = DefaultRatchetConfig.from_dict(values)
-        return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
+    from ratchet_core.defaults.cluster import NoOpClusterCoordinator
+    from tests.engine.conftest import coordinator_for as build
 
     assert isinstance(build({"store.url": "sqlite://"}), NoOpClusterCoordinator)
     assert isinstance(build({}), SqliteFileClusterCoordinator)  # the default store.url's file

@@ -16,37 +16,35 @@ from ratchet_api.model import JobStatus, PollingConfig
 from ratchet_core.cluster import (
     DATABASE_SOURCE,
     PostgresNotifyClusterCoordinator,
-    create_cluster_coordinator,
 )
-from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
+from ratchet_core.defaults.cluster import NoOpClusterCoordinator
 from tests.engine import targets
-from tests.engine.conftest import build_container, enqueue_in_another_process, migrate
+from tests.engine.conftest import (
+    build_container,
+    coordinator_for,
+    enqueue_in_another_process,
+    migrate,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
 
 
-def _coordinator(values: dict[str, Any]) -> Any:
-    settings = DefaultRatchetConfig.from_dict(values)
-    return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
-
-
 def test_auto_backend_is_the_stores_native_mechanism(postgres_url: str) -> None:
-    assert isinstance(_coordinator({"store.url": "sqlite://"}), NoOpClusterCoordinator)
-    native = _coordinator({"store.url": postgres_url})
+    assert isinstance(coordinator_for({"store.url": "sqlite://"}), NoOpClusterCoordinator)
+    native = coordinator_for({"store.url": postgres_url})
     assert isinstance(native, PostgresNotifyClusterCoordinator)
     assert native.database_notifies_inserts
     native.close()
     # wake-ups through another database: that database's trigger does not see our inserts
-    elsewhere = _coordinator(
+    elsewhere = coordinator_for(
         {"store.url": postgres_url, "cluster.url": postgres_url + "_other_cluster"}
     )
     assert isinstance(elsewhere, PostgresNotifyClusterCoordinator)
     assert not elsewhere.database_notifies_inserts
     elsewhere.close()
     assert isinstance(
-        _coordinator({"store.url": postgres_url, "cluster.backend": "none"}),
+        coordinator_for({"store.url": postgres_url, "cluster.backend": "none"}),
         NoOpClusterCoordinator,
     )
 
@@ -117,7 +115,7 @@ def test_bulk_and_transactional_enqueues_notify_at_commit_and_a_rollback_wakes_n
 def test_the_triggers_message_names_the_database_as_its_source(postgres_url: str) -> None:
     side = build_container(postgres_url)
     migrate(side.job_store())
-    listener = _coordinator({"store.url": postgres_url})
+    listener = coordinator_for({"store.url": postgres_url})
     heard: list[Any] = []
     listener.register_wakeup_listener(heard.append)
     assert listener.wait_subscribed(5)

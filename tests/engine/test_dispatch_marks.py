@@ -70,8 +70,7 @@ def test_marks_of_jobs_starting_together_share_one_store_call() -> None:
 
 def test_a_superseded_claim_is_reported_and_a_store_error_is_unknown() -> None:
     store = InMemoryJobStore()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     assert store.release_claim(job.id, job.claim_seq)
     marks = DispatchMarks(store)
     assert marks.mark(job.id, job.claim_seq) is False
@@ -145,8 +144,7 @@ def test_a_noted_mark_is_written_after_the_delay_unless_the_job_finished_first()
 
 def test_a_noted_mark_of_a_superseded_claim_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     store = InMemoryJobStore()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     assert store.cancel_job(job.id)  # cancelled while its job started
     marks = DispatchMarks(store, delay=0.0)
     with caplog.at_level(logging.WARNING, logger="ratchet.worker"):
@@ -160,8 +158,7 @@ def test_a_noted_mark_of_a_superseded_claim_is_reported(caplog: pytest.LogCaptur
 
 def test_close_writes_the_noted_marks_still_pending() -> None:
     store = InMemoryJobStore()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     marks = DispatchMarks(store, delay=60.0)
     marks.note(job.id, job.claim_seq)
     marks.close()
@@ -172,8 +169,7 @@ def test_close_ends_the_writers_pause_and_writes_the_pending_marks() -> None:
     # the writer has already begun waiting out its 60 s delay when close() comes: close must
     # not leave the mark unwritten (it did when the pause was a plain sleep: CI saw it once)
     store = InMemoryJobStore()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     marks = DispatchMarks(store, delay=60.0)
     marks.note(job.id, job.claim_seq)
     time.sleep(0.2)  # lets the writer thread reach its pause; the assertion holds either way
@@ -194,8 +190,7 @@ def test_a_noted_mark_that_failed_to_write_is_written_again() -> None:
             return super().mark_dispatched(claims)
 
     store = FailingOnce()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     marks = DispatchMarks(store, delay=0.0)
     marks.note(job.id, job.claim_seq)
     wait_for(lambda: store.find_by_id(job.id).dispatched_at, 5, "the mark written again")
@@ -205,8 +200,7 @@ def test_a_noted_mark_that_failed_to_write_is_written_again() -> None:
 
 def test_a_mark_noted_after_close_is_written_at_once() -> None:
     store = InMemoryJobStore()
-    store.insert_job(store_job())
-    job = store.claim_next_batch("n", 1)[0]
+    job = claimed_job(store)
     marks = DispatchMarks(store, delay=60.0)
     marks.close()
     marks.note(job.id, job.claim_seq)
@@ -288,6 +282,12 @@ def test_a_claim_cancelled_while_queued_past_half_the_node_timeout_is_not_run(
     assert worker.run_until_idle(10)
     assert ("mark-queued", 1) not in targets.CALLS
     assert store.find_by_id(queued).status is JobStatus.CANCELLED
+
+
+def claimed_job(store: InMemoryJobStore) -> Any:
+    """A new job in ``store``, claimed by node "n"."""
+    store.insert_job(store_job())
+    return store.claim_next_batch("n", 1)[0]
 
 
 def store_job() -> Any:

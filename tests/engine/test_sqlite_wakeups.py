@@ -20,21 +20,20 @@ from dependency_injector import providers
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import JobStatus, PollingConfig
 from ratchet_api.store.entities import NodeEntity
-from ratchet_core.cluster import DATABASE_SOURCE, create_cluster_coordinator, sqlite_database
+from ratchet_core.cluster import DATABASE_SOURCE, sqlite_database
 from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
-from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider, NoOpClusterCoordinator
+from ratchet_core.defaults.cluster import NoOpClusterCoordinator
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
-from tests.engine.conftest import build_container, enqueue_in_another_process, migrate
+from tests.engine.conftest import (
+    build_container,
+    coordinator_for,
+    enqueue_in_another_process,
+    migrate,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
-
-
-def _coordinator(values: dict[str, Any]) -> Any:
-    settings = DefaultRatchetConfig.from_dict(values)
-    return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
 
 
 def test_the_database_file_is_read_from_the_store_url(tmp_path: Path) -> None:
@@ -61,18 +60,18 @@ def test_the_database_file_is_read_from_the_store_url(tmp_path: Path) -> None:
 
 
 def test_auto_backend_watches_the_stores_sqlite_file_and_nothing_else(sqlite_url: str) -> None:
-    auto = _coordinator({"store.url": "sqlite:///x.db", "cluster.sqlite_check_interval": "20ms"})
+    auto = coordinator_for({"store.url": "sqlite:///x.db", "cluster.sqlite_check_interval": "20ms"})
     assert isinstance(auto, SqliteFileClusterCoordinator)
     assert auto.database == os.path.realpath("x.db") and auto.interval == pytest.approx(0.02)
     assert auto.database_notifies_inserts  # the scheduler publishes nothing for an insert
     for url in ("sqlite://", "mongodb://127.0.0.1:1/db"):
-        assert isinstance(_coordinator({"store.url": url}), NoOpClusterCoordinator)
+        assert isinstance(coordinator_for({"store.url": url}), NoOpClusterCoordinator)
     assert isinstance(
-        _coordinator({"store.url": "sqlite:///x.db", "cluster.backend": "none"}),
+        coordinator_for({"store.url": "sqlite:///x.db", "cluster.backend": "none"}),
         NoOpClusterCoordinator,
     )
     with pytest.raises(ConfigurationError, match=r"cluster\.url"):
-        _coordinator({"store.url": "sqlite://", "cluster.backend": "sqlite"})
+        coordinator_for({"store.url": "sqlite://", "cluster.backend": "sqlite"})
     # the container asks its job store, not store.url
     container = build_container(sqlite_url)
     watching = container.cluster_coordinator()
@@ -142,7 +141,7 @@ def test_an_insert_wakes_the_listener_and_other_commits_do_not(
 
 def test_the_listener_never_creates_a_missing_file(tmp_path: Path) -> None:
     missing = tmp_path / "not-yet.db"
-    listener = _coordinator({"store.url": f"sqlite:///{missing}"})
+    listener = coordinator_for({"store.url": f"sqlite:///{missing}"})
     listener.register_wakeup_listener(lambda hint: None)
     time.sleep(0.3)
     assert not listener.wait_subscribed(0.1)

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
-from urllib.parse import unquote
 
 from ratchet_api.model import JobPriority, JobWakeupHint, NodeIdentity, as_priority
 from ratchet_api.spi.runtime import (
@@ -429,35 +428,39 @@ class RedisClusterCoordinator(_ListenerThreadCoordinator):
 
 
 def sqlite_database(url: str | None) -> str | None:
-    """The absolute, symlink-free path of the file a SQLite URL names; None for anything else,
-    in-memory databases (no other process sees them) and ``file:`` URIs included."""
-    if not url:
+    """The absolute, symlink-free path of the file a SQLite URL names (read by SQLAlchemy's
+    own URL parser, which a SQL store brings); None for anything else, in-memory databases
+    (no other process sees them) and ``file:`` URIs included."""
+    if not url or not url.startswith("sqlite"):
         return None
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+", 1)[0] != "sqlite":
+    try:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+    except ImportError:  # no SQL store installed: nothing opens this URL
         return None
-    path, _, query = rest.partition("?")
-    database = unquote(path[1:] if path.startswith("/") else path)
-    if database in ("", ":memory:") or "uri=true" in query.lower():
+    try:
+        parsed = make_url(url)
+    except ArgumentError:  # not a URL
         return None
-    return _file_path(database)
+    return _sqlite_file(parsed)
 
 
 def store_database(store: object) -> str | None:
     """The file of a SQL store on SQLite (its engine's URL, as SQLAlchemy opened it), else
     None: a store replaced by an alternative is asked, not ``store.url``."""
-    url = getattr(getattr(store, "engine", None), "url", None)
-    get_backend_name = getattr(url, "get_backend_name", None)
-    if url is None or get_backend_name is None or get_backend_name() != "sqlite":
-        return None
-    database = getattr(url, "database", None)
-    if not database or database == ":memory:" or getattr(url, "query", {}).get("uri"):
-        return None
-    return _file_path(str(database))
+    return _sqlite_file(getattr(getattr(store, "engine", None), "url", None))
 
 
-def _file_path(database: str) -> str | None:
-    if database.startswith("file:"):
+def _sqlite_file(url: Any) -> str | None:
+    """The file of a SQLAlchemy URL object on SQLite, else None (also for an object that is
+    not such a URL: a store of another kind may have an ``engine`` of its own)."""
+    backend = getattr(url, "get_backend_name", None)
+    if backend is None or backend() != "sqlite":
+        return None
+    database = str(url.database or "")
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    if str(url.query.get("uri", "")).lower() == "true":
         return None
     return os.path.realpath(database)
 
