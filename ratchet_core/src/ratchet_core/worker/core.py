@@ -676,10 +676,10 @@ class Worker:
             if gate is None:
                 gate = self._gates[job.gate] = self._new_gate(job.gate)
             stopping = self._stopping
-            if gate.running >= gate.limit and not stopping:
-                gate.waiting.append(job)
-                return
             if not stopping:
+                if gate.running >= gate.limit:
+                    gate.waiting.append(job)
+                    return
                 gate.running += 1
         if stopping:  # claimed as the worker stops: it would never start, give it back
             self._abandon(job)
@@ -930,22 +930,21 @@ class Worker:
         stale = [i.completion.job_id for i in batch if id(i) not in written]
         # workflow steps and batch callbacks are handed on before the jobs are disowned, so
         # run_until_idle never sees a gap with nothing owned and their work still to come
-        try:
-            if self._workflow is not None and applied:
-                self._hand_on(
-                    "workflow",
-                    lambda: self._workflow.succeeded(  # type: ignore[union-attr]
-                        (i.token.entity, i.completion.result) for i in applied if i.token
-                    ),
-                )
+        workflow = self._workflow
+        if workflow is not None and applied:
             self._hand_on(
-                "batch",
-                lambda: self._batches.children_finished(i.token.entity for i in applied if i.token),
+                "workflow",
+                lambda: workflow.succeeded(
+                    (i.token.entity, i.completion.result) for i in applied if i.token
+                ),
             )
-        finally:
-            with self._lock:
-                for item in batch:
-                    self._disown(item.token)
+        self._hand_on(
+            "batch",
+            lambda: self._batches.children_finished(i.token.entity for i in applied if i.token),
+        )
+        with self._lock:
+            for item in batch:
+                self._disown(item.token)
         self._counters.add("succeeded", len(applied))
         if stale:
             self._counters.add("stale", len(stale))
@@ -1069,23 +1068,19 @@ class Worker:
         job: ClaimedJob = item.token
         if applied:
             self._counters.add("retried" if item.run_at is not None else "failed")
-            try:  # handed on before the job is disowned (see _on_flushed)
-                workflow = self._workflow
-                if workflow is not None:  # settles the steps waiting for a dead letter
-                    text = item.plain_message if item.plain_message is not None else item.message
-                    cause = item.cause if item.cause is not None else RuntimeError(text)
-                    self._hand_on(
-                        "workflow",
-                        lambda: workflow.failed(
-                            job.entity, cause, text, dead_lettered=item.run_at is None
-                        ),
-                    )
-                if item.run_at is None:  # dead letter: its batch may be complete now
-                    self._hand_on("batch", lambda: self._batches.children_finished([job.entity]))
-            finally:
-                with self._lock:
-                    self._disown(job)
-            return
+            # handed on before the job is disowned (see _on_flushed)
+            workflow = self._workflow
+            if workflow is not None:  # settles the steps waiting for a dead letter
+                text = item.plain_message if item.plain_message is not None else item.message
+                cause = item.cause if item.cause is not None else RuntimeError(text)
+                self._hand_on(
+                    "workflow",
+                    lambda: workflow.failed(
+                        job.entity, cause, text, dead_lettered=item.run_at is None
+                    ),
+                )
+            if item.run_at is None:  # dead letter: its batch may be complete now
+                self._hand_on("batch", lambda: self._batches.children_finished([job.entity]))
         with self._lock:
             self._disown(job)
         if applied is False:
