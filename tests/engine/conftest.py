@@ -14,18 +14,22 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
 
+from ratchet_api.model import PollingConfig
 from ratchet_api.store.protocols import JobStore, SchemaManager
 
 if importlib.util.find_spec("tests.engine.worker_fixtures") is not None:  # E2's fixtures
     from tests.engine.worker_fixtures import *  # noqa: F403
 
 TEST_ALLOWED_PACKAGES = "tests."
+SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
+"""An idle worker that polls once a minute: only a wake-up starts a job within seconds."""
 
 
 def build_container(store_url: str, **overrides: Any) -> Any:
@@ -64,6 +68,23 @@ def coordinator_for(values: dict[str, Any]) -> Any:
 
     settings = DefaultRatchetConfig.from_dict(values)
     return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))
+
+
+def idle_worker(store_url: str, make_worker: Any, coordinator_type: type) -> tuple[Any, Any]:
+    """A started worker with default cluster settings that polls once a minute (only a wake-up
+    can start a job within seconds), past its first, empty poll: its container and its cluster
+    coordinator, which must be a ``coordinator_type``."""
+    import time
+
+    side = build_container(store_url)
+    migrate(side.job_store())
+    worker = make_worker(side, polling=SLOW_POLL)
+    worker.start()
+    coordinator = side.cluster_coordinator()
+    assert isinstance(coordinator, coordinator_type)
+    assert coordinator.wait_subscribed(5)
+    time.sleep(0.3)  # the first (empty) poll is over: the worker now waits 60 s
+    return side, coordinator
 
 
 def migrate(store: JobStore) -> None:

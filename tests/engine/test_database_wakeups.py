@@ -5,14 +5,12 @@ rolled-back enqueue wakes nobody. ``cluster.backend`` defaults to that native me
 from __future__ import annotations
 
 import time
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
 
-from ratchet_api.model import JobStatus, PollingConfig
+from ratchet_api.model import JobStatus
 from ratchet_core.cluster import (
     DATABASE_SOURCE,
     PostgresNotifyClusterCoordinator,
@@ -23,11 +21,9 @@ from tests.engine.conftest import (
     build_container,
     coordinator_for,
     enqueue_in_another_process,
+    idle_worker,
     migrate,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
 
 
 def test_auto_backend_is_the_stores_native_mechanism(postgres_url: str) -> None:
@@ -50,17 +46,7 @@ def test_auto_backend_is_the_stores_native_mechanism(postgres_url: str) -> None:
 
 
 def _idle_worker(postgres_url: str, make_worker: Any) -> tuple[Any, Any]:
-    """A worker with default cluster settings that polls once a minute: only a wake-up can
-    start a job within seconds."""
-    side = build_container(postgres_url)
-    migrate(side.job_store())
-    worker = make_worker(side, polling=SLOW_POLL)
-    worker.start()
-    coordinator = side.cluster_coordinator()
-    assert isinstance(coordinator, PostgresNotifyClusterCoordinator)
-    assert coordinator.wait_subscribed(5)
-    time.sleep(0.3)  # the first (empty) poll is over: the worker now sleeps 60 s
-    return side, coordinator
+    return idle_worker(postgres_url, make_worker, PostgresNotifyClusterCoordinator)
 
 
 def _wait_status(store: Any, job_id: UUID, status: JobStatus, seconds: float) -> JobStatus:

@@ -9,7 +9,6 @@ import os
 import sqlite3
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import sqlalchemy as sa
 from dependency_injector import providers
 
 from ratchet_api.errors import ConfigurationError
-from ratchet_api.model import JobStatus, PollingConfig
+from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import NodeEntity
 from ratchet_core.cluster import DATABASE_SOURCE, sqlite_database
 from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
@@ -29,11 +28,9 @@ from tests.engine.conftest import (
     build_container,
     coordinator_for,
     enqueue_in_another_process,
+    idle_worker,
     migrate,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timedelta(seconds=60))
 
 
 def test_the_database_file_is_read_from_the_store_url(tmp_path: Path) -> None:
@@ -156,19 +153,11 @@ def test_enqueue_from_another_process_starts_an_idle_workers_job_at_once(
     sqlite_url: str, make_worker: Any
 ) -> None:
     # the worker polls once a minute: only the file watch can start the job within seconds
-    side = build_container(sqlite_url)
-    migrate(side.job_store())
-    worker = make_worker(side, polling=SLOW_POLL)
-    worker.start()
-    coordinator = side.cluster_coordinator()
-    assert isinstance(coordinator, SqliteFileClusterCoordinator)
-    assert coordinator.wait_subscribed(5)
-    time.sleep(0.3)  # the first (empty) poll is over: the worker now waits 60 s
+    side, coordinator = idle_worker(sqlite_url, make_worker, SqliteFileClusterCoordinator)
     job_id = enqueue_in_another_process(sqlite_url)
     store = side.job_store()
     assert _wait(lambda: store.find_by_id(job_id).status is JobStatus.SUCCEEDED, 20)
     assert coordinator.received >= 1
-    worker.stop(timeout=5)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux only")
