@@ -59,6 +59,34 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def stop_outside_a_write(process: subprocess.Popen[bytes], url: str) -> None:
+    """SIGSTOP ``process``. On SQLite the whole file has one writer: a worker stopped inside a
+    write transaction (a heartbeat, a claim, a started mark) would hold the write lock, and
+    every other process would wait on it, which is not the stopped node a test means to
+    model. There it is resumed and stopped again until it holds no write lock."""
+    import signal
+    import sqlite3
+
+    from ratchet_core.cluster import sqlite_database
+
+    database = sqlite_database(url)
+    for _ in range(100):
+        process.send_signal(signal.SIGSTOP)
+        if database is None:
+            return
+        probe = sqlite3.connect(database, timeout=0.2, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # stopped inside a write: try again
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+        finally:
+            probe.close()
+    raise AssertionError("the worker was inside a write transaction at every stop")
+
+
 def kill(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
         process.kill()

@@ -22,7 +22,14 @@ from ratchet_api.store.entities import JobEntity, JobQuery, NodeEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_core.worker.maintenance import Maintenance
 from tests.crash import targets
-from tests.crash.harness import by_job, executions, kill, start_worker, wait_for
+from tests.crash.harness import (
+    by_job,
+    executions,
+    kill,
+    start_worker,
+    stop_outside_a_write,
+    wait_for,
+)
 from tests.engine.conftest import build_container, migrate
 
 pytestmark = pytest.mark.slow
@@ -94,7 +101,7 @@ def test_a_resumed_node_keeps_the_jobs_it_claimed_after_resuming(
     try:
         wait_for(lambda: len(running_of(store, node_id)) >= 2, 60, "the worker to claim jobs")
         wait_for(lambda: len(executions(log)) >= 2, 30, "the 2 jobs to start")
-        worker.send_signal(signal.SIGSTOP)
+        stop_outside_a_write(worker, sql_store_url)
         stopped_at = time.time()
         held = {j.id for j in running_of(store, node_id)}
         time.sleep(NODE_TIMEOUT.total_seconds() + 0.5)
