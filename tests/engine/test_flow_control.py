@@ -168,7 +168,9 @@ def test_permit_of_a_sigkilled_worker_is_freed(
         doomed.wait(10)
         scheduler.job(bt.hold).args(log, 2, 0.0).resource(key, permits=1).enqueue()
         killed_at = time.monotonic()
-        make_worker(container).start()
+        # this node must not recover the killed one meanwhile (its job 1 would come back and
+        # hold the permit for 120 s): the same 60 s node timeout as the killed node's
+        make_worker(container, node_timeout=timedelta(seconds=60)).start()
         wait_for(lambda: any(x.startswith("finish 2") for x in bt.lines(log)), 30, "job 2")
         # freed by expiry (permit_ttl 2 s), long before the killed job's node timeout (60 s)
         assert time.monotonic() - killed_at < 30
