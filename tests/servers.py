@@ -300,15 +300,28 @@ def kill_database_connections(url: str, backend_pid: int | None = None) -> int:
             ids = list(admin.execute(sa.text(others)).scalars())
             if backend_pid is not None:
                 ids = [pid for pid in ids if pid == backend_pid]
+            killed = 0
             for pid in ids:
                 if pg:
-                    # the timeout makes the call wait until that backend has exited
-                    admin.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
-                else:
+                    # the timeout makes the call wait until that backend has exited; false when
+                    # the backend had already gone
+                    killed += bool(
+                        admin.execute(
+                            sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid}
+                        ).scalar()
+                    )
+                    continue
+                try:
                     admin.exec_driver_sql(f"KILL {int(pid)}")
+                    killed += 1
+                except sa.exc.OperationalError as error:
+                    # 1094 Unknown thread id: the connection closed by itself between the
+                    # listing and the KILL (a pool recycling it, a process exiting)
+                    if error.orig is None or error.orig.args[0] != 1094:
+                        raise
             if not pg:
                 _wait_until_killed(admin, ids)
             admin.commit()
     finally:
         engine.dispose()
-    return len(ids)
+    return killed

@@ -14,9 +14,10 @@ import sys
 import time
 import uuid
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,8 +97,16 @@ def test_three_workers_fire_each_slot_once_through_a_sigkill(
                 w.kill()
                 w.wait(10)
     jobs = fired()
-    slots = Counter(j.scheduled_at for j in jobs)  # type: ignore[attr-defined]
-    keys = Counter(j.idempotency_key for j in jobs)  # type: ignore[attr-defined]
+
+    # A slot is read from its job's key (``recurring:<id>@<slot>``), not from ``scheduled_at``:
+    # the job the SIGKILLed worker was running is recovered with ``scheduled_at`` = the
+    # recovery time, off the grid (CI saw it once: gaps of 0.241 s and 0.759 s after the
+    # recovery, and of 2 s where the slot's own time was).
+    def slot_of(job: Any) -> datetime:
+        return datetime.fromisoformat(str(job.idempotency_key).rsplit("@", 1)[1])
+
+    slots = Counter(slot_of(j) for j in jobs)
+    assert all(slot_of(j) <= j.scheduled_at for j in jobs)  # type: ignore[attr-defined]
     ordered = sorted(slots)
     gaps = Counter(b - a for a, b in pairwise(ordered))
     succeeded = sum(1 for j in jobs if j.status is JobStatus.SUCCEEDED)  # type: ignore[attr-defined]
@@ -107,7 +116,6 @@ def test_three_workers_fire_each_slot_once_through_a_sigkill(
         f"{max(slots.values())}, {succeeded} succeeded"
     )
     assert max(slots.values()) == 1, "a slot fired twice"
-    assert max(keys.values()) == 1
     assert set(gaps) == {timedelta(seconds=1)}, f"a slot was skipped: {gaps}"
     assert len(ordered) >= SOAK_SECONDS - 2
     store.close()
