@@ -60,31 +60,83 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
 
 
 def stop_outside_a_write(process: subprocess.Popen[bytes], url: str) -> None:
-    """SIGSTOP ``process``. On SQLite the whole file has one writer: a worker stopped inside a
-    write transaction (a heartbeat, a claim, a started mark) would hold the write lock, and
-    every other process would wait on it, which is not the stopped node a test means to
-    model. There it is resumed and stopped again until it holds no write lock."""
+    """SIGSTOP ``process`` while it holds no open write transaction, which is the stopped node
+    a test means to model. Stopped inside one, it would keep its locks: on SQLite the file's
+    only write lock, which stalls every other process; on PostgreSQL and MariaDB the rows it
+    wrote (a recovery lease, a claim), which a sweep then waits on (PostgreSQL without a
+    timeout). So after each stop a probe looks for an open transaction on the database (any
+    connection but its own: other live workers' short ones only cost a retry); while there
+    is one the process is resumed for 20 ms and stopped again. Other stores: just stopped."""
     import signal
-    import sqlite3
 
+    probe = _open_transaction_probe(url)
+    try:
+        for _ in range(200):
+            process.send_signal(signal.SIGSTOP)
+            if probe is None or not probe():
+                return
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+    finally:
+        if probe is not None:
+            probe.close()
+    raise AssertionError("the worker was inside a write transaction at every stop")
+
+
+class _SqliteProbe:
+    def __init__(self, database: str) -> None:
+        self.database = database
+
+    def __call__(self) -> bool:
+        import sqlite3
+
+        connection = sqlite3.connect(self.database, timeout=0.2, isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError:  # another connection is inside a write
+            return True
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        pass
+
+
+_OPEN_TRANSACTIONS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    " AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx t"
+    " JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id"
+    " WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()",
+}
+
+
+class _ServerProbe:
+    def __init__(self, url: str) -> None:
+        import sqlalchemy as sa
+
+        self.engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        self.statement = sa.text(_OPEN_TRANSACTIONS[self.engine.dialect.name])
+
+    def __call__(self) -> bool:
+        with self.engine.connect() as connection:
+            return bool(connection.execute(self.statement).scalar_one())
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _open_transaction_probe(url: str) -> _SqliteProbe | _ServerProbe | None:
     from ratchet_core.cluster import sqlite_database
 
     database = sqlite_database(url)
-    for _ in range(100):
-        process.send_signal(signal.SIGSTOP)
-        if database is None:
-            return
-        probe = sqlite3.connect(database, timeout=0.2, isolation_level=None)
-        try:
-            probe.execute("BEGIN IMMEDIATE")
-            probe.execute("ROLLBACK")
-            return
-        except sqlite3.OperationalError:  # stopped inside a write: try again
-            process.send_signal(signal.SIGCONT)
-            time.sleep(0.02)
-        finally:
-            probe.close()
-    raise AssertionError("the worker was inside a write transaction at every stop")
+    if database is not None:
+        return _SqliteProbe(database)
+    if url.startswith(("postgresql", "mysql", "mariadb")):
+        return _ServerProbe(url)
+    return None
 
 
 def kill(process: subprocess.Popen[bytes]) -> None:

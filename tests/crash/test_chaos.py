@@ -42,7 +42,15 @@ import pytest
 from ratchet_api.model import JobStatus
 from tests import servers
 from tests.crash import targets
-from tests.crash.harness import Execution, by_job, executions, kill, start_worker, wait_for
+from tests.crash.harness import (
+    Execution,
+    by_job,
+    executions,
+    kill,
+    start_worker,
+    stop_outside_a_write,
+    wait_for,
+)
 from tests.engine.conftest import build_container, migrate
 
 pytestmark = pytest.mark.slow
@@ -72,7 +80,12 @@ class Cluster:
         self.killed.add(process.pid)
 
     def pause(self, process: subprocess.Popen[bytes], seconds: float) -> None:
-        process.send_signal(signal.SIGSTOP)
+        if self.url.startswith("sqlite"):
+            # stopped inside a write it would hold the file's only write lock and stall every
+            # node (the servers' locks go with the connections the test kills right after)
+            stop_outside_a_write(process, self.url)
+        else:
+            process.send_signal(signal.SIGSTOP)
         time.sleep(seconds)
         self.stopped[process.pid] = time.time()
         process.send_signal(signal.SIGCONT)
@@ -81,8 +94,9 @@ class Cluster:
         """pid -> when another node's recovery, having reset its claims, logged it dead (a live
         node too, whose heartbeats came late on a loaded machine: at-least-once allows the
         rerun). Read from the workers' logs (``<cwd>/<node>.out``)."""
-        line = re.compile(
-            r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING .*?nodes (.+?) stopped heartbeating:"
+        line = re.compile(  # the node sweep, or the stale-job sweep for one job of a node
+            r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING "
+            r".*?(?:nodes (.+?) stopped heartbeating:|recovered stale job \S+: node (\S+) stopped)"
         )
         pids = {node: process.pid for node, process in self.workers.items()}
         dead: dict[int, float] = {}
@@ -92,7 +106,7 @@ class Cluster:
                 if found is None:
                     continue
                 at = datetime.strptime(found.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                for node in found.group(2).split(", "):
+                for node in (found.group(2) or found.group(3)).split(", "):
                     if node in pids:
                         dead[pids[node]] = min(at, dead.get(pids[node], at))
         return dead

@@ -27,13 +27,23 @@ def test_a_worker_whose_clock_runs_ahead_declares_no_peer_dead(
     migrate(store)
     scheduler = container.scheduler()
     log = tmp_path / "executions.log"
+    # node timeout 10 s: a heartbeat late by 2 s on a loaded machine must not count as the
+    # bug; the 30 s offset is still three times past it
+    slow = {"worker.node_timeout": "10"}
+    punctual_id = f"punctual-{uuid.uuid4().hex[:6]}"
+    punctual = start_worker(sqlite_url, punctual_id, tmp_path, 2, **slow)
+    ahead_id = f"ahead-{uuid.uuid4().hex[:6]}"
+    ahead = start_worker(sqlite_url, ahead_id, tmp_path, 2, clock_offset=30, **slow)
+    # both up before the jobs exist, or the first one alone could run them all
+    wait_for(
+        lambda: {punctual_id, ahead_id} <= {n.node_id for n in store.find_all_nodes()},
+        60,
+        "both workers to start",
+    )
     ids = {
         scheduler.job(targets.record).args(str(log), n, 150).max_retries(0).enqueue(): n
         for n in range(80)
     }
-    punctual = start_worker(sqlite_url, f"punctual-{uuid.uuid4().hex[:6]}", tmp_path, 2)
-    ahead_id = f"ahead-{uuid.uuid4().hex[:6]}"
-    ahead = start_worker(sqlite_url, ahead_id, tmp_path, 2, clock_offset=30)
     try:
         wait_for(
             lambda: all(store.find_by_id(i).status is JobStatus.SUCCEEDED for i in ids),

@@ -122,7 +122,8 @@ def test_sigkilled_enqueuer_resumes_with_exactly_every_child(
     name = f"killed-{tmp_path.name}-{os.getpid()}"
     batch_id = streaming_batch_id(name)
     log = str(tmp_path / "calls.log")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    gate = tmp_path / "go-on"  # the first enqueuer waits at half the items: killed there
+    env = dict(os.environ, PYTHONPATH=str(REPO), STREAM_GATE=str(gate))
     command = [
         sys.executable,
         "-m",
@@ -154,6 +155,7 @@ def test_sigkilled_enqueuer_resumes_with_exactly_every_child(
         killed = found_store.find_batch(batch_id)
         assert killed is not None and killed.status is BatchStatus.OPEN
         assert killed.total < count, "the enqueuer finished before it was killed"
+        gate.touch()
         second = subprocess.run(
             command, check=False, cwd=REPO, env=env, capture_output=True, timeout=900
         )
