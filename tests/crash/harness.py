@@ -9,6 +9,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ratchet_api.store.protocols import JobStore
 
 REPO = Path(__file__).resolve().parents[2]
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
@@ -57,6 +61,16 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def wait_for_nodes(store: JobStore, *node_ids: str, timeout: float = 60) -> None:
+    """Wait until every worker of ``node_ids`` has registered its node: a test that enqueues
+    only then keeps the first worker up from running every job alone."""
+    wait_for(
+        lambda: set(node_ids) <= {n.node_id for n in store.find_all_nodes()},
+        timeout,
+        f"workers {', '.join(node_ids)} to start",
+    )
 
 
 def stop_outside_a_write(process: subprocess.Popen[bytes], url: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from ratchet_api.model import JobStatus
 from tests.crash import targets
-from tests.crash.harness import by_job, executions, kill, start_worker, wait_for
+from tests.crash.harness import by_job, executions, kill, start_worker, wait_for, wait_for_nodes
 from tests.engine.conftest import build_container, migrate
 
 pytestmark = pytest.mark.slow
@@ -34,12 +34,7 @@ def test_a_worker_whose_clock_runs_ahead_declares_no_peer_dead(
     punctual = start_worker(sqlite_url, punctual_id, tmp_path, 2, **slow)
     ahead_id = f"ahead-{uuid.uuid4().hex[:6]}"
     ahead = start_worker(sqlite_url, ahead_id, tmp_path, 2, clock_offset=30, **slow)
-    # both up before the jobs exist, or the first one alone could run them all
-    wait_for(
-        lambda: {punctual_id, ahead_id} <= {n.node_id for n in store.find_all_nodes()},
-        60,
-        "both workers to start",
-    )
+    wait_for_nodes(store, punctual_id, ahead_id)
     ids = {
         scheduler.job(targets.record).args(str(log), n, 150).max_retries(0).enqueue(): n
         for n in range(80)

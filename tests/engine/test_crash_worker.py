@@ -14,16 +14,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobQuery
 from ratchet_api.store.protocols import JobQueryStore
+from tests.crash.harness import wait_for, wait_for_nodes
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 
@@ -57,15 +56,6 @@ def start_worker(url: str, node_id: str, cwd: Path, *extra: str) -> subprocess.P
     )
 
 
-def wait_for(predicate: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def executions(path: Path) -> collections.Counter[int]:
     if not path.exists():
         return collections.Counter()
@@ -90,12 +80,7 @@ def test_killed_worker_jobs_are_recovered_and_every_job_completes(
     survivor_id = f"survivor-{uuid.uuid4().hex[:8]}"
     victim = start_worker(sql_store_url, victim_id, tmp_path, "-c", "4")
     survivor = start_worker(sql_store_url, survivor_id, tmp_path, "-c", "4")
-    # both up before the jobs exist, or the first one alone could run them all
-    wait_for(
-        lambda: {victim_id, survivor_id} <= {n.node_id for n in store.find_all_nodes()},
-        60,
-        "both workers to start",
-    )
+    wait_for_nodes(store, victim_id, survivor_id)
     ids = {
         scheduler.job(targets.append_line).args(str(log), n, 100).max_retries(5).enqueue(): n
         for n in range(200)
