@@ -3,7 +3,8 @@ so that jobs one module leaves behind can never be claimed by another module's w
 
 ``store_url`` is parametrized over every backend (ids: sqlite, postgresql, mariadb, mongodb) so a
 test written once runs against each store; backend-specific URLs are available as
-``postgres_url``, ``mariadb_url``, ``mongo_url`` and ``sqlite_url``.
+``postgres_url``, ``mariadb_url``, ``mongo_url`` and ``sqlite_url``; ``pgbouncer_url`` is the
+PostgreSQL database through PgBouncer (backend id ``pgbouncer``, added where a test module asks).
 """
 
 from __future__ import annotations
@@ -31,6 +32,18 @@ def mariadb_url() -> Iterator[str]:
     url = servers.create_mariadb_database()
     yield url
     servers.drop_mariadb_database(url)
+
+
+PGBOUNCER = "pgbouncer"
+"""Backend id of PostgreSQL through the session's transaction-pooling PgBouncer (the module's
+PostgreSQL database, its URL with ``ratchet_pooler=transaction``): added to the parameters of
+the fixtures whose tests must also pass behind a pooler (SQL TCK, chosen engine tests)."""
+
+
+@pytest.fixture(scope="module")
+def pgbouncer_url(postgres_url: str) -> Iterator[str]:
+    """The module's PostgreSQL database through PgBouncer (transaction pooling)."""
+    yield servers.pgbouncer_url(postgres_url)
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +75,8 @@ def backend_url(request: pytest.FixtureRequest, backend: str) -> str:
         return str(request.getfixturevalue("mariadb_url"))
     if backend == "mongodb":
         return str(request.getfixturevalue("mongo_url"))
+    if backend == PGBOUNCER:
+        return str(request.getfixturevalue("pgbouncer_url"))
     raise ValueError(backend)
 
 

@@ -8,6 +8,10 @@ missing server is a failure, never a skip.
 Mongo: ``RATCHET_TEST_MONGO_URL`` names a server to use; without it the session starts the
 SecantusDB wire-protocol test server itself (``secantusd-py``, installed by
 requirements-dev.txt) on a free port, in memory, and stops it at the end of the session.
+
+PgBouncer: the session starts Debian's ``pgbouncer`` (transaction pooling) on a free port in
+front of the test PostgreSQL (:func:`pgbouncer_url`); without it the ``pgbouncer`` tests skip
+with a reason naming pgbouncer, and fail with ``CI=true``.
 """
 
 from __future__ import annotations
@@ -207,6 +211,106 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
+
+
+class PgBouncerServer:
+    """A PgBouncer in transaction pooling mode this session started (Debian's ``pgbouncer``)
+    on a free port of 127.0.0.1, in front of the test PostgreSQL for every database
+    (``* = host=... port=...``), trust authentication; its config lives in a temp dir."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port: int | None = None
+        self.error: str | None = None
+        self.directory: Path | None = None
+
+    def start(self) -> int:
+        """Start it (once per session); its port. Raises ``RuntimeError``."""
+        if self.port is not None:
+            return self.port
+        if self.error is not None:
+            raise RuntimeError(self.error)
+        try:
+            self.port = self._start()
+        except RuntimeError as exc:
+            self.error = str(exc)
+            raise
+        atexit.register(self.stop)
+        return self.port
+
+    def _start(self) -> int:
+        found = shutil.which("pgbouncer") or next(
+            (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None
+        )
+        if found is None:
+            raise RuntimeError("pgbouncer is not installed (apt-get install pgbouncer)")
+        self.directory = Path(tempfile.mkdtemp(prefix="ratchet-pgbouncer-"))
+        # PgBouncer refuses to run as root: as root it switches to nobody, who must read these
+        self.directory.chmod(0o755)
+        users = self.directory / "users.txt"
+        users.write_text('"postgres" ""\n')
+        last = ""
+        for _ in range(3):  # a free port can be taken between the probe and the bind
+            port = _free_port()
+            config = self.directory / "pgbouncer.ini"
+            config.write_text(
+                "[databases]\n"
+                f"* = host={PG_HOST} port={PG_PORT}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+                f"auth_type = trust\nauth_file = {users}\n"
+                "pool_mode = transaction\n"
+                # one module's database at a time per test process, well under the server's
+                # max_connections with two test processes and the direct connections
+                "default_pool_size = 12\nmax_db_connections = 12\nmax_client_conn = 500\n"
+                "server_idle_timeout = 20\n"
+                "ignore_startup_parameters = extra_float_digits\n"
+            )
+            for path in (users, config):
+                path.chmod(0o644)
+            log = self.directory / f"pgbouncer-{port}.log"
+            command = [found]
+            if os.geteuid() == 0:
+                command += ["-u", "nobody"]
+            with log.open("wb") as out:
+                process = subprocess.Popen(
+                    [*command, str(config)],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and process.poll() is None:
+                if port_open("127.0.0.1", port, timeout=0.2):
+                    self.process = process
+                    return port
+                time.sleep(0.05)
+            _terminate(process)
+            last = log.read_text(errors="replace")[-500:]
+        raise RuntimeError(f"pgbouncer did not start: {last}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _terminate(self.process)
+            self.process = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+
+PGBOUNCER = PgBouncerServer()
+
+
+def pgbouncer_url(postgres_url: str) -> str:
+    """``postgres_url`` (a database of :func:`create_postgres_database`) through this
+    session's PgBouncer, with ``ratchet_pooler=transaction``; skips (fails with CI=true)
+    when pgbouncer is missing or does not start."""
+    try:
+        port = PGBOUNCER.start()
+    except RuntimeError as exc:
+        unavailable("pgbouncer", str(exc))
+    name = postgres_url.rsplit("/", 1)[1]
+    return f"postgresql+psycopg://postgres@127.0.0.1:{port}/{name}?ratchet_pooler=transaction"
 
 
 def mongo_server_url() -> str:

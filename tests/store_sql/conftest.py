@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from ratchet_store_sql import SqlJobStore, migrate
 from ratchet_store_sql.schema import metadata
-from tests.conftest import SQL_BACKENDS
+from tests.conftest import PGBOUNCER, SQL_BACKENDS
 
 _MIGRATED: set[str] = set()
 
@@ -30,6 +30,8 @@ def sql_backend_url(request: pytest.FixtureRequest, backend: str) -> str:
         url = str(request.getfixturevalue("sqlite_session_url"))
     elif backend == "postgresql":
         url = str(request.getfixturevalue("postgres_url"))
+    elif backend == PGBOUNCER:  # migrated through the pooler too
+        url = str(request.getfixturevalue("pgbouncer_url"))
     else:
         url = str(request.getfixturevalue("mariadb_url"))
     if url not in _MIGRATED:

@@ -1,4 +1,5 @@
-"""Certifies ``SqlJobStore`` with the whole Ratchet TCK on SQLite, PostgreSQL and MariaDB."""
+"""Certifies ``SqlJobStore`` with the whole Ratchet TCK on SQLite, PostgreSQL, MariaDB and
+PostgreSQL behind a transaction-pooling PgBouncer (``pgbouncer``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sqlalchemy as sa
 from ratchet_api.store import JobStore
 from ratchet_store_sql import SqlJobStore
 from ratchet_tck import BaseStoreFixture, StoreFixture, StoreTransaction, contract_test_classes
-from tests.conftest import SQL_BACKENDS
+from tests.conftest import PGBOUNCER, SQL_BACKENDS
 from tests.store_sql.conftest import checked_out, empty_tables, open_store, sql_backend_url
 
 
@@ -60,7 +61,7 @@ class SqlStoreFixture(BaseStoreFixture):
         self._store.close()
 
 
-@pytest.fixture(params=SQL_BACKENDS)
+@pytest.fixture(params=[*SQL_BACKENDS, PGBOUNCER])
 def tck_fixture(request: pytest.FixtureRequest) -> Iterator[StoreFixture]:
     fixture = SqlStoreFixture(sql_backend_url(request, request.param))
     fixture.cleanup_store()

@@ -68,7 +68,9 @@ def create_store_engine(
     """An engine for ``url`` set up for Ratchet (SQLite: WAL, busy timeout, explicit BEGIN).
 
     A URL without a driver uses the driver of Ratchet's extra when SQLAlchemy's default DBAPI
-    is missing (see :func:`resolve_driver`).
+    is missing (see :func:`resolve_driver`). A PostgreSQL URL's ``ratchet_pooler=transaction``
+    option says a transaction-pooling PgBouncer is in between: psycopg then prepares no
+    statement (``prepare_threshold=None``, see :func:`explicit_prepare`).
     """
     try:
         parsed = sa.make_url(url)
@@ -77,6 +79,16 @@ def create_store_engine(
     parsed = resolve_driver(parsed)
     kwargs: dict[str, Any] = dict(engine_kwargs)
     backend = parsed.get_backend_name()
+    pooler = _pooler_mode(parsed)
+    parsed = parsed.difference_update_query([POOLER_OPTION])
+    if pooler == "transaction" and parsed.get_driver_name() == "psycopg":
+        # A transaction-pooling PgBouncer (before 1.21) hands each transaction to any server
+        # connection, where a statement psycopg prepared on another one does not exist: never
+        # prepare (every statement is sent with its parameters, as the extended protocol's
+        # unnamed statement, which lives only for its own execution).
+        connect_args = dict(kwargs.get("connect_args") or {})
+        connect_args.setdefault("prepare_threshold", None)
+        kwargs["connect_args"] = connect_args
     synchronous = SQLITE_SYNCHRONOUS_DEFAULT
     if backend == "sqlite":
         synchronous = _sqlite_synchronous(parsed)
@@ -100,11 +112,58 @@ def create_store_engine(
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         hint = _driver_hint(parsed)
         raise StoreError(f"cannot create an engine for {parsed!r}: {exc}{hint}") from exc
+    setattr(engine, _POOLER, pooler)
     if backend == "sqlite":
         configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
     if liveness:
         install_liveness_check(engine)
     return engine
+
+
+POOLER_OPTION = "ratchet_pooler"
+"""URL option naming the connection pooler between the store and PostgreSQL
+(``?ratchet_pooler=transaction``); Ratchet's own, removed before the URL reaches the driver."""
+POOLER_MODES = ("none", "session", "transaction")
+_POOLER = "_ratchet_pooler"
+
+
+def _pooler_mode(url: sa.URL) -> str:
+    """The ``ratchet_pooler`` option of ``url`` (``none`` when absent); ``StoreError`` for a
+    value Ratchet cannot run behind or a database that is not PostgreSQL."""
+    raw = url.query.get(POOLER_OPTION)
+    if raw is None:
+        return "none"
+    value = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
+    if value == "statement":
+        raise StoreError(
+            f"invalid URL option {POOLER_OPTION}=statement: a statement-pooling PgBouncer "
+            "cannot run the store's multi-statement transactions; use pool_mode = transaction "
+            f"and {POOLER_OPTION}=transaction"
+        )
+    if value not in POOLER_MODES:
+        raise StoreError(
+            f"invalid URL option {POOLER_OPTION}={raw!r}: expected one of {', '.join(POOLER_MODES)}"
+        )
+    if value != "none" and url.get_backend_name() != "postgresql":
+        raise StoreError(
+            f"URL option {POOLER_OPTION} is for PostgreSQL (PgBouncer), not "
+            f"{url.get_backend_name()}"
+        )
+    return value
+
+
+def pooler_mode(engine: sa.Engine) -> str:
+    """The pooler mode ``engine`` was created for (its URL's ``ratchet_pooler`` option):
+    ``none``, ``session`` or ``transaction``; ``none`` for an engine Ratchet did not create."""
+    return str(getattr(engine, _POOLER, "none"))
+
+
+def explicit_prepare(engine: sa.Engine) -> bool | None:
+    """psycopg's ``prepare`` argument for the store's hot statements: True (a server-side
+    prepared statement) unless ``engine`` is behind a transaction pooler, where a statement
+    prepared on one server connection is missing on the next; None then (psycopg's
+    ``prepare_threshold``, which such an engine sets to never)."""
+    return None if pooler_mode(engine) == "transaction" else True
 
 
 PING_AFTER_IDLE_SECONDS = 10.0
@@ -235,10 +294,14 @@ def configure_sqlite(
 
 __all__ = [
     "IMMEDIATE",
+    "POOLER_MODES",
+    "POOLER_OPTION",
     "SQLITE_BUSY_TIMEOUT_MS",
     "SQLITE_SYNCHRONOUS_DEFAULT",
     "PING_AFTER_IDLE_SECONDS",
     "configure_sqlite",
     "create_store_engine",
+    "explicit_prepare",
     "install_liveness_check",
+    "pooler_mode",
 ]
