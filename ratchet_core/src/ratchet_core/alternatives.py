@@ -11,9 +11,14 @@ An alternative is ``(spi, provider, priority, origin)``. They come from three pl
 At build, per SPI, the highest priority wins (any alternative beats the default); the providers
 are overridden in ascending priority with dependency-injector's ``override``, so every consumer
 of the SPI's provider receives the winner. Two alternatives sharing the highest priority raise
-``AmbiguousAlternativeError``; an alternative missing members of its protocol raises
-``NonConformingAlternativeError``. ``SchedulerLifecycleHook`` is multi-valued: every registered
-hook is active, in ascending priority order.
+``AmbiguousAlternativeError``; an alternative missing a *required* member of its protocol
+raises ``NonConformingAlternativeError`` naming it. Members marked ``@optional_member`` in the
+protocol may be left out: the instance the container hands out is then completed with the
+protocol's defaults (:func:`complete`), and the Java original's signatures that Python
+expresses differently (a two-argument ``ResilienceStrategy.execute``, a name-only
+``PayloadMaskingPolicy.is_sensitive_field``) are adapted to the form the engine calls.
+``SchedulerLifecycleHook`` is multi-valued: every registered hook is active, in ascending
+priority order.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import importlib
 import importlib.metadata
 import inspect
 import threading
+import types
 import typing
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -36,7 +42,8 @@ from ratchet_api.errors import (
     NonConformingAlternativeError,
 )
 from ratchet_api.priority import Priority
-from ratchet_core.bindings import SPI_BINDINGS, ImportTarget, binding_for
+from ratchet_api.spi import PayloadMaskingPolicy, ResilienceStrategy, default_of, optional_members
+from ratchet_core.bindings import SPI_BINDINGS, ImportTarget, binding_for, lazy
 
 if TYPE_CHECKING:
     from ratchet_core.container import RatchetDynamicContainer
@@ -166,18 +173,82 @@ def _class_has(cls: type[Any], name: str) -> bool:
     return any(name in getattr(base, "__annotations__", {}) for base in cls.__mro__)
 
 
+def required_members(protocol: type[Any]) -> dict[str, bool]:
+    """``protocol_members`` without the optional ones (those with a default)."""
+    optional = optional_members(protocol)
+    return {k: v for k, v in protocol_members(protocol).items() if k not in optional}
+
+
 def missing_members(protocol: type[Any], candidate: Any) -> list[str]:
-    """Members of ``protocol`` that ``candidate`` (a class or an instance) lacks; a method the
-    candidate has as a non-callable attribute is reported as ``name (not callable)``."""
+    """Required members of ``protocol`` that ``candidate`` (a class or an instance) lacks; a
+    method the candidate has as a non-callable attribute is reported as
+    ``name (not callable)``. Optional members (``@optional_member``) are not reported."""
     missing: list[str] = []
     is_class = isinstance(candidate, type)
-    for name, is_method in protocol_members(protocol).items():
+    for name, is_method in required_members(protocol).items():
         present = _class_has(candidate, name) if is_class else hasattr(candidate, name)
         if not present:
             missing.append(name)
         elif is_method and not callable(getattr(candidate, name, None)):
             missing.append(f"{name} (not callable)")
     return missing
+
+
+def missing_optional_members(protocol: type[Any], candidate: Any) -> list[str]:
+    """Optional members of ``protocol`` that ``candidate`` (a class or an instance) leaves out
+    (and so receives the protocol's default for)."""
+    return sorted(name for name in optional_members(protocol) if not hasattr(candidate, name))
+
+
+class CompletedAlternative:
+    """An alternative instance completed with its SPI's defaults: every member the instance
+    has is its own (bound once, so calls cost what they cost on the instance); every optional
+    member it leaves out is the protocol's default body bound to this object, so a default
+    that calls another member (``BeanResolver.acquire`` calls ``resolve``) reaches the
+    instance's. Other attributes are read from the instance. ``__wrapped__`` is the
+    instance."""
+
+    def __init__(self, spi: type[Any], instance: Any, defaults: typing.Iterable[str]) -> None:
+        self.__wrapped__ = instance
+        self._ratchet_spi = spi
+        defaulted = frozenset(defaults)
+        for name, is_method in protocol_members(spi).items():
+            if name in defaulted:
+                setattr(self, name, types.MethodType(default_of(spi, name), self))
+            elif is_method:
+                setattr(self, name, getattr(instance, name))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __repr__(self) -> str:
+        return f"<{self._ratchet_spi.__name__} {self.__wrapped__!r} completed with defaults>"
+
+
+_COMPLETERS: dict[type[Any], str] = {
+    ResilienceStrategy: "ratchet_core.resilience.complete_strategy",
+    PayloadMaskingPolicy: "ratchet_core.masking.complete_policy",
+}
+"""SPIs whose completion also adapts a signature of the Java original (imported on use)."""
+
+
+def completes(spi: type[Any]) -> bool:
+    """True if instances of ``spi`` may need completing (optional members or a signature
+    adapter)."""
+    return spi in _COMPLETERS or bool(optional_members(spi))
+
+
+def complete(spi: type[Any], instance: Any) -> Any:
+    """``instance`` as the engine calls it: itself when it implements every member in the
+    engine's form, else a :class:`CompletedAlternative` (or the SPI's own adapter) supplying
+    the protocol's defaults and adapting the Java original's signatures."""
+    path = _COMPLETERS.get(spi)
+    if path is not None:
+        return lazy(path).resolve()(instance)
+    defaults = missing_optional_members(spi, instance)
+    return CompletedAlternative(spi, instance, defaults) if defaults else instance
 
 
 def _describe_target(target: Any) -> str:
@@ -256,7 +327,19 @@ def _checked(
     missing = missing_members(spi, instance)
     if missing:
         raise NonConformingAlternativeError(spi.__name__, name, missing)
-    return instance
+    return complete(spi, instance) if completes(spi) else instance
+
+
+def _as_applied(alt: Alternative) -> providers.Provider[Any]:
+    """The provider that overrides the SPI's: the alternative's own when what it produces is a
+    known class the engine can call as is; else one that checks (when the product is only known
+    when called) and completes (:func:`complete`) each instance it provides."""
+    target = provided_target(alt.provider)
+    if target is None or (
+        completes(alt.spi) and (alt.spi in _COMPLETERS or missing_optional_members(alt.spi, target))
+    ):
+        return providers.Callable(_checked, alt.provider.provider, alt.spi, alt.name)
+    return alt.provider
 
 
 # ---------------------------------------------------------------- the registry
@@ -490,22 +573,12 @@ class AlternativeRegistry:
                 self._winners[binding.provider_name] = alts[-1]
                 plan.extend((target, a) for a in alts)
             for target, alt in plan:
-                overriding = alt.provider
-                if provided_target(alt.provider) is None:
-                    overriding = providers.Callable(
-                        _checked, alt.provider.provider, alt.spi, alt.name
-                    )
-                target.override(overriding)
+                target.override(_as_applied(alt))
                 self._applied.append(target)
             if self._hooks:
                 hooks_provider = self._hooks_provider()
                 self._hook_args_before = tuple(hooks_provider.args)
-                hook_providers = [
-                    a.provider
-                    if provided_target(a.provider) is not None
-                    else providers.Callable(_checked, a.provider.provider, a.spi, a.name)
-                    for a in self._hooks
-                ]
+                hook_providers = [_as_applied(a) for a in self._hooks]
                 hooks_provider.set_args(*self._hook_args_before, *hook_providers)
             self.applied = True
 
@@ -551,10 +624,15 @@ __all__ = [
     "Alternative",
     "AlternativeRegistry",
     "AlternativeSpec",
+    "CompletedAlternative",
     "SpiDescription",
     "alternative",
     "alternative_specs",
+    "complete",
+    "completes",
     "missing_members",
+    "missing_optional_members",
     "protocol_members",
     "provided_target",
+    "required_members",
 ]

@@ -5,12 +5,15 @@ calls sensitive is replaced by ``"***"``: keyword arguments by name, positional 
 their parameter name (from the signature recorded at enqueue), and keys of nested objects at
 any depth, in arguments and in structured results. The policy receives a ``MaskingContext``
 with the job's id and its properties, so a job can name extra sensitive fields in its
-``ratchet.mask_fields`` property. Masking never changes what is stored or what a worker
-receives.
+``ratchet.mask_fields`` property. A name-only policy (``is_sensitive_field(field_name)``, the
+Java original's first form) keeps working: it is called with the name alone
+(:func:`complete_policy`), and so decides by name only. Masking never changes what is stored or
+what a worker receives.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -71,11 +74,55 @@ def positional_names(signature: str) -> tuple[list[str], str | None]:
     return names, None
 
 
+def takes_context(is_sensitive_field: Any) -> bool:
+    """True if a policy's bound ``is_sensitive_field`` accepts the ``MaskingContext`` as its
+    second argument; False for a name-only ``is_sensitive_field(field_name)``."""
+    try:
+        signature = inspect.signature(is_sensitive_field)
+    except (TypeError, ValueError):  # a builtin or C callable: assume the full form
+        return True
+    try:
+        signature.bind("field", None)
+    except TypeError:
+        return False
+    return True
+
+
+class NameOnlyMaskingPolicy:
+    """A name-only policy in the form the read views call: ``is_sensitive_field(name,
+    context)`` asks the policy about the name alone (the Java original's default of the
+    context-aware overload). ``__wrapped__`` is the policy."""
+
+    def __init__(self, policy: Any) -> None:
+        self.__wrapped__ = policy
+        self._by_name = policy.is_sensitive_field
+
+    def is_sensitive_field(self, field_name: str, context: MaskingContext | None = None) -> bool:
+        return bool(self._by_name(field_name))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __repr__(self) -> str:
+        return f"NameOnlyMaskingPolicy({self.__wrapped__!r})"
+
+
+def complete_policy(policy: Any) -> PayloadMaskingPolicy:
+    """``policy`` itself when its ``is_sensitive_field`` takes the context, else a
+    :class:`NameOnlyMaskingPolicy` around it (the container applies this to every
+    ``PayloadMaskingPolicy`` alternative, and :class:`PayloadMasker` to the policy it gets)."""
+    if isinstance(policy, NameOnlyMaskingPolicy) or takes_context(policy.is_sensitive_field):
+        return policy  # type: ignore[no-any-return]
+    return NameOnlyMaskingPolicy(policy)
+
+
 class PayloadMasker:
     """Applies a ``PayloadMaskingPolicy`` to decoded payload values. Thread safe."""
 
     def __init__(self, policy: PayloadMaskingPolicy, *, enabled: bool) -> None:
-        self.policy = policy
+        self.policy = complete_policy(policy)
         self.enabled = enabled
 
     def _sensitive(self, name: str, context: MaskingContext) -> bool:
@@ -117,4 +164,12 @@ class PayloadMasker:
         return masked_args, masked_kwargs
 
 
-__all__ = ["MASK", "MASK_PAYLOADS", "PayloadMasker", "positional_names"]
+__all__ = [
+    "MASK",
+    "MASK_PAYLOADS",
+    "NameOnlyMaskingPolicy",
+    "PayloadMasker",
+    "complete_policy",
+    "positional_names",
+    "takes_context",
+]

@@ -34,7 +34,15 @@ from ratchet_api.model import (
     CircuitBreakerExceptionFilter,
     CircuitBreakerProfile,
 )
-from ratchet_api.spi import CircuitBreakerConfigProvider, RatchetConfig, RatchetConfigKey
+from ratchet_api.spi import (
+    DEFAULT_CIRCUIT_RETRY_DELAY,
+    CircuitBreakerConfigProvider,
+    RatchetConfig,
+    RatchetConfigKey,
+    ResilienceStrategy,
+    default_of,
+)
+from ratchet_api.spi.policies import accepts_exception_filter
 from ratchet_core.config import parse_bool, parse_duration, parse_float, parse_int, register_key
 
 T = TypeVar("T")
@@ -405,10 +413,90 @@ class DefaultResilienceStrategy:
         return timedelta(milliseconds=breaker.config.wait_duration_ms)
 
 
+class ResilienceStrategyAdapter:
+    """A ``ResilienceStrategy`` written as the Java original writes one, in the form the worker
+    calls (``execute(service_name, task, exception_filter)``, ``execute_async``,
+    ``get_retry_delay``):
+
+    * a two-argument ``execute(service_name, task)`` is called without the filter (the
+      original's filtered ``execute`` defaults to the two-argument one and ignores the filter);
+    * a missing ``execute_async`` runs the coroutine under ``execute`` (the protocol's
+      default, see ``ResilienceStrategy.execute_async``);
+    * a missing ``get_retry_delay`` is 30 s (``DEFAULT_CIRCUIT_RETRY_DELAY``).
+
+    Other attributes are read from the strategy (``__wrapped__``). Thread safe if it is."""
+
+    def __init__(self, strategy: Any) -> None:
+        self.__wrapped__ = strategy
+        self._takes_filter = accepts_exception_filter(strategy.execute)
+        own_async = getattr(strategy, "execute_async", None)
+        self._own_async = own_async
+        self._async_takes_filter = own_async is not None and accepts_exception_filter(own_async)
+
+    def execute(
+        self,
+        service_name: str,
+        task: Callable[[], T],
+        exception_filter: CircuitBreakerExceptionFilter | None = None,
+    ) -> T:
+        if self._takes_filter:
+            return self.__wrapped__.execute(service_name, task, exception_filter)  # type: ignore[no-any-return]
+        return self.__wrapped__.execute(service_name, task)  # type: ignore[no-any-return]
+
+    async def execute_async(
+        self,
+        service_name: str,
+        task: Callable[[], Awaitable[T]],
+        exception_filter: CircuitBreakerExceptionFilter | None = None,
+    ) -> T:
+        if self._own_async is None:
+            default = default_of(ResilienceStrategy, "execute_async")
+            return await default(self, service_name, task, exception_filter)  # type: ignore[no-any-return]
+        if self._async_takes_filter:
+            return await self._own_async(service_name, task, exception_filter)  # type: ignore[no-any-return]
+        return await self._own_async(service_name, task)  # type: ignore[no-any-return]
+
+    def is_service_available(self, service_name: str) -> bool:
+        return bool(self.__wrapped__.is_service_available(service_name))
+
+    def get_retry_delay(self, service_name: str) -> timedelta:
+        own = getattr(self.__wrapped__, "get_retry_delay", None)
+        if own is None:
+            return DEFAULT_CIRCUIT_RETRY_DELAY
+        return own(service_name)  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __repr__(self) -> str:
+        return f"ResilienceStrategyAdapter({self.__wrapped__!r})"
+
+
+def complete_strategy(strategy: Any) -> Any:
+    """``strategy`` itself when it has every member in the form the worker calls, else a
+    :class:`ResilienceStrategyAdapter` around it (the container applies this to every
+    ``ResilienceStrategy`` alternative)."""
+    if isinstance(strategy, ResilienceStrategyAdapter):
+        return strategy
+    own_async = getattr(strategy, "execute_async", None)
+    if (
+        own_async is not None
+        and hasattr(strategy, "get_retry_delay")
+        and accepts_exception_filter(strategy.execute)
+        and accepts_exception_filter(own_async)
+    ):
+        return strategy
+    return ResilienceStrategyAdapter(strategy)
+
+
 __all__ = [
     "CIRCUIT_BREAKER_ENABLED",
     "CircuitBreaker",
     "CircuitState",
     "DefaultCircuitBreakerConfigProvider",
     "DefaultResilienceStrategy",
+    "ResilienceStrategyAdapter",
+    "complete_strategy",
 ]

@@ -2,8 +2,13 @@
 
 An SPI is replaced by registering an alternative with a priority on the Ratchet container (see
 ``docs/overriding-an-spi.md``); the highest priority wins everywhere the SPI is injected.
+
+Members marked ``@optional_member`` in a protocol have a default (the protocol's own body of
+the member): a class that subclasses the protocol inherits it, and the container completes a
+class that does not. Every other member is required.
 """
 
+from ratchet_api.spi._optional import default_of, optional_member, optional_members
 from ratchet_api.spi.payload import (
     BulkJobInvocationResolver,
     JobInvocationResolver,
@@ -19,6 +24,7 @@ from ratchet_api.spi.payload import (
     WrappedKeyProvider,
 )
 from ratchet_api.spi.policies import (
+    DEFAULT_CIRCUIT_RETRY_DELAY,
     CircuitBreakerConfigProvider,
     ClassPolicy,
     ErrorSanitizer,
@@ -46,11 +52,13 @@ from ratchet_api.spi.runtime import (
     RatchetConfigKey,
     RatchetConfigSource,
     SchedulerLifecycleHook,
+    SharedBean,
     SignalOutcome,
     StartupCoordinator,
 )
 
 __all__ = [
+    "DEFAULT_CIRCUIT_RETRY_DELAY",
     "AfterCommitRegistrar",
     "AfterCommitResult",
     "BeanResolver",
@@ -87,7 +95,11 @@ __all__ = [
     "ResultPersistenceStrategy",
     "RetryPolicy",
     "SchedulerLifecycleHook",
+    "SharedBean",
     "SignalOutcome",
     "StartupCoordinator",
     "WrappedKeyProvider",
+    "default_of",
+    "optional_member",
+    "optional_members",
 ]

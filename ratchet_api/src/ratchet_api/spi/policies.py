@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import inspect
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ratchet_api.model import (
     CircuitBreakerConfig,
@@ -13,6 +16,7 @@ from ratchet_api.model import (
     JobAuthorizationRequest,
     MaskingContext,
 )
+from ratchet_api.spi._optional import optional_member
 
 T = TypeVar("T")
 
@@ -34,9 +38,58 @@ class RetryPolicy(Protocol):
         ...
 
 
+DEFAULT_CIRCUIT_RETRY_DELAY = timedelta(seconds=30)
+"""``ResilienceStrategy.get_retry_delay``'s default: how long work rejected by an open circuit
+waits before it is due again."""
+
+
+def accepts_exception_filter(execute: Callable[..., Any]) -> bool:
+    """True if ``execute`` (a bound ``ResilienceStrategy.execute``) takes the exception filter
+    as a third argument; False for the Java original's two-argument form
+    ``execute(service_name, task)``."""
+    try:
+        signature = inspect.signature(execute)
+    except (TypeError, ValueError):  # a builtin or C callable: assume the full form
+        return True
+    try:
+        signature.bind("service", _no_task, None)
+    except TypeError:
+        return False
+    return True
+
+
+def _no_task() -> None:
+    return None
+
+
+def execute_with_filter(
+    strategy: Any,
+    service_name: str,
+    task: Callable[[], T],
+    exception_filter: CircuitBreakerExceptionFilter | None,
+) -> T:
+    """``strategy.execute(service_name, task, exception_filter)``, or without the filter when
+    the strategy's ``execute`` has the two-argument form (the Java original's default for the
+    filtered ``execute`` delegates to it and ignores the filter)."""
+    execute = strategy.execute
+    if accepts_exception_filter(execute):
+        return execute(service_name, task, exception_filter)  # type: ignore[no-any-return]
+    return execute(service_name, task)  # type: ignore[no-any-return]
+
+
+async def _awaited(task: Callable[[], Awaitable[T]]) -> T:
+    return await task()
+
+
 @runtime_checkable
 class ResilienceStrategy(Protocol):
-    """Wraps job execution with resilience patterns (circuit breakers). Thread safe."""
+    """Wraps job execution with resilience patterns (circuit breakers). Thread safe.
+
+    Required: ``execute`` and ``is_service_available``. Optional, with the defaults written
+    here: ``execute_async`` and ``get_retry_delay`` (30 s). ``execute`` may also have the Java
+    original's two-argument form ``execute(service_name, task)``: it is then called without the
+    exception filter.
+    """
 
     def execute(
         self,
@@ -50,22 +103,47 @@ class ResilienceStrategy(Protocol):
         which errors count; the built-in strategy merges it with the configured filter."""
         ...
 
+    @optional_member
     async def execute_async(
         self,
         service_name: str,
         task: Callable[[], Awaitable[T]],
         exception_filter: CircuitBreakerExceptionFilter | None = None,
     ) -> T:
-        """``execute`` for ``async def`` targets."""
-        ...
+        """``execute`` for ``async def`` targets.
+
+        Default: the coroutine runs under the strategy's own ``execute``, so its breaker counts
+        async jobs too. ``execute`` is called on a helper thread (``asyncio.to_thread``) with a
+        task that runs the coroutine on the caller's event loop and waits for it; cancelling
+        the caller cancels the coroutine. It costs one thread per guarded async job while it
+        runs: a strategy with native async support overrides this method."""
+        loop = asyncio.get_running_loop()
+        started: list[concurrent.futures.Future[T]] = []
+
+        def run_on_the_loop() -> T:
+            future = asyncio.run_coroutine_threadsafe(_awaited(task), loop)
+            started.append(future)
+            return future.result()
+
+        try:
+            return await asyncio.to_thread(
+                execute_with_filter, self, service_name, run_on_the_loop, exception_filter
+            )
+        except asyncio.CancelledError:
+            for future in started:
+                future.cancel()
+            raise
 
     def is_service_available(self, service_name: str) -> bool:
         """Advisory pre-check: False while the circuit is open."""
         ...
 
+    @optional_member
     def get_retry_delay(self, service_name: str) -> timedelta:
-        """Delay before retrying work rejected by an open circuit (never negative; default 30 s)."""
-        ...
+        """Delay before retrying work rejected by an open circuit. Must be a ``timedelta`` of
+        zero or more (never None or negative). Default: 30 seconds
+        (``DEFAULT_CIRCUIT_RETRY_DELAY``)."""
+        return DEFAULT_CIRCUIT_RETRY_DELAY
 
 
 @runtime_checkable
@@ -100,11 +178,15 @@ class ErrorSanitizer(Protocol):
 @runtime_checkable
 class PayloadMaskingPolicy(Protocol):
     """Which fields the read APIs mask when payload masking is enabled. It never changes what
-    is stored or what the worker receives. Thread safe."""
+    is stored or what the worker receives. Thread safe.
+
+    Required: ``is_sensitive_field``. Its ``context`` parameter is optional: a name-only policy
+    ``is_sensitive_field(field_name)`` (the Java original's first form) keeps working, it is
+    then called with the field name alone."""
 
     def is_sensitive_field(self, field_name: str, context: MaskingContext | None = None) -> bool:
         """True to mask. ``context`` (the owning job and its properties) allows per-job
-        decisions; name-only policies ignore it."""
+        decisions; name-only policies leave the parameter out."""
         ...
 
 
@@ -124,6 +206,7 @@ class JobAuthorizationPolicy(Protocol):
 
 
 __all__ = [
+    "DEFAULT_CIRCUIT_RETRY_DELAY",
     "CircuitBreakerConfigProvider",
     "ClassPolicy",
     "ErrorSanitizer",
@@ -131,4 +214,6 @@ __all__ = [
     "PayloadMaskingPolicy",
     "ResilienceStrategy",
     "RetryPolicy",
+    "accepts_exception_filter",
+    "execute_with_filter",
 ]

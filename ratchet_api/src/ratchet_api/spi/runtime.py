@@ -4,6 +4,8 @@ bean resolution and transactions."""
 from __future__ import annotations
 
 import enum
+import os
+import socket
 from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager
@@ -22,6 +24,7 @@ from ratchet_api.model import (
     PollingConfig,
     ThreadingMode,
 )
+from ratchet_api.spi._optional import optional_member
 
 T = TypeVar("T")
 
@@ -69,7 +72,11 @@ class RatchetConfig(Protocol):
 @runtime_checkable
 class ExecutionTuningProvider(Protocol):
     """Per-execution-type concurrency. Execution types are ``"sync"`` and ``"async"`` plus any
-    execution target label a job names."""
+    execution target label a job names. Both members are required.
+
+    The Java original's ``virtualThreadLimit(type, default)`` (backpressure on virtual-thread
+    jobs) is ``max_concurrency("async", default)`` here: ``async def`` jobs are this port's
+    lightweight tasks, and that limit bounds how many run at once on a node."""
 
     def default_threading_mode(self) -> ThreadingMode: ...
 
@@ -101,7 +108,12 @@ class PollingStrategyProvider(Protocol):
 @runtime_checkable
 class ExecutorProvider(Protocol):
     """Thread pools for job execution. The worker owns the lifecycle of what it gets: it calls
-    ``shutdown`` on stop."""
+    ``shutdown`` on stop. ``job_executor`` is required.
+
+    The Java original's ``getScheduledExecutor`` has no counterpart: the worker's timers
+    (polling, heartbeats, recovery, the completion writer) each run on a dedicated thread of
+    the worker that waits on its own condition, so there is no shared scheduled pool to
+    replace; their periods are configuration (``worker.poll_interval``, ``node.*``)."""
 
     def job_executor(self, max_workers: int) -> Executor:
         """An executor for synchronous jobs with at least ``max_workers`` threads."""
@@ -156,7 +168,12 @@ class SignalOutcome(enum.StrEnum):
 @runtime_checkable
 class MetricsCollector(Protocol):
     """Job lifecycle metrics. Called on hot paths from many threads: implementations must be
-    fast, thread safe and must never raise."""
+    fast, thread safe and must never raise.
+
+    Required: the first ten callbacks (``job_started`` ... ``local_wakeup``). The others are
+    optional and default to doing nothing, so a collector written for fewer callbacks keeps
+    working when callbacks are added. ``ratchet_core.defaults.metrics.NoOpMetricsCollector`` is
+    a base class that implements all of them as no-ops."""
 
     def job_started(self, job_id: UUID, job_type: JobType, priority: int) -> None: ...
 
@@ -180,37 +197,61 @@ class MetricsCollector(Protocol):
 
     def local_wakeup(self, reason: str) -> None: ...
 
-    def execution_target_fallback(self, requested: str, used: str) -> None: ...
+    @optional_member
+    def execution_target_fallback(self, requested: str, used: str) -> None:
+        return None
 
-    def cluster_wakeup_published(self, node_id: str, execution_target: str) -> None: ...
+    @optional_member
+    def cluster_wakeup_published(self, node_id: str, execution_target: str) -> None:
+        return None
 
-    def cluster_wakeup_received(self, node_id: str, execution_target: str) -> None: ...
+    @optional_member
+    def cluster_wakeup_received(self, node_id: str, execution_target: str) -> None:
+        return None
 
+    @optional_member
     def callback_failed(
         self, job_id: UUID, job_type: JobType, cause: BaseException, attempt: int
-    ) -> None: ...
+    ) -> None:
+        return None
 
-    def signal_waiting(self, job_id: UUID, job_type: JobType, signal_key: str) -> None: ...
+    @optional_member
+    def signal_waiting(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        return None
 
+    @optional_member
     def signal_delivered(
         self, job_id: UUID, job_type: JobType, signal_key: str, outcome: SignalOutcome
-    ) -> None: ...
+    ) -> None:
+        return None
 
-    def signal_timed_out(self, job_id: UUID, job_type: JobType, signal_key: str) -> None: ...
+    @optional_member
+    def signal_timed_out(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        return None
 
-    def signal_cancelled(self, job_id: UUID, job_type: JobType, signal_key: str) -> None: ...
+    @optional_member
+    def signal_cancelled(self, job_id: UUID, job_type: JobType, signal_key: str) -> None:
+        return None
 
-    def store_operation(
-        self, store: str, operation: str, outcome: str, duration_ms: int
-    ) -> None: ...
+    @optional_member
+    def store_operation(self, store: str, operation: str, outcome: str, duration_ms: int) -> None:
+        return None
 
-    def poller_breaker_state(self, poller: str, state: str) -> None: ...
+    @optional_member
+    def poller_breaker_state(self, poller: str, state: str) -> None:
+        return None
 
-    def circuit_breaker_state(self, service: str, old_state: str, new_state: str) -> None: ...
+    @optional_member
+    def circuit_breaker_state(self, service: str, old_state: str, new_state: str) -> None:
+        return None
 
-    def encryption_integrity_violation(self, job_id: UUID, surface: str) -> None: ...
+    @optional_member
+    def encryption_integrity_violation(self, job_id: UUID, surface: str) -> None:
+        return None
 
-    def encryption_envelope_version_skew(self, job_id: UUID, found: int, expected: int) -> None: ...
+    @optional_member
+    def encryption_envelope_version_skew(self, job_id: UUID, found: int, expected: int) -> None:
+        return None
 
 
 # ---------------------------------------------------------------- cluster
@@ -248,11 +289,18 @@ class StartupCoordinator(Protocol):
 
 @runtime_checkable
 class NodeIdentityProvider(Protocol):
-    """This node's identity, constant for the life of the process."""
+    """This node's identity, constant for the life of the process. Required: ``get_node_id``
+    (unique and immutable for the node's life). Optional: ``identity``."""
 
     def get_node_id(self) -> str: ...
 
-    def identity(self) -> NodeIdentity: ...
+    @optional_member
+    def identity(self) -> NodeIdentity:
+        """The full identity. Default: ``get_node_id()`` with this host's name and process id,
+        no tags."""
+        return NodeIdentity(
+            node_id=self.get_node_id(), host=socket.gethostname() or "localhost", pid=os.getpid()
+        )
 
 
 @runtime_checkable
@@ -268,15 +316,24 @@ class NodeTagAffinityProvider(Protocol):
 @runtime_checkable
 class SchedulerLifecycleHook(Protocol):
     """Called around worker start and stop, in registration order. A hook that raises in
-    ``before_start`` aborts the start; errors in the others are logged."""
+    ``before_start`` aborts the start; errors in the others are logged. Every method is
+    optional (default: do nothing): a hook implements only those it needs."""
 
-    def before_start(self) -> None: ...
+    @optional_member
+    def before_start(self) -> None:
+        return None
 
-    def after_start(self) -> None: ...
+    @optional_member
+    def after_start(self) -> None:
+        return None
 
-    def before_stop(self) -> None: ...
+    @optional_member
+    def before_stop(self) -> None:
+        return None
 
-    def after_stop(self) -> None: ...
+    @optional_member
+    def after_stop(self) -> None:
+        return None
 
 
 class ManagedBean(AbstractContextManager[Any], Protocol):
@@ -288,21 +345,44 @@ class ManagedBean(AbstractContextManager[Any], Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen
+class SharedBean:
+    """A ``ManagedBean`` for a shared (singleton) instance: closing it does nothing. What
+    ``BeanResolver.acquire`` returns by default."""
+
+    instance: Any
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> SharedBean:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 @runtime_checkable
 class BeanResolver(Protocol):
-    """Resolves instances of classes for non-static job targets."""
+    """Resolves instances of classes for non-static job targets. Required: ``resolve``.
+    Optional: ``validate_resolvable`` and ``acquire``, whose defaults build on ``resolve``
+    (enough for a resolver that only hands out shared instances)."""
 
     def resolve(self, cls: type[T]) -> T:
         """An instance of ``cls``; ``LookupError`` if the container cannot provide one."""
         ...
 
+    @optional_member
     def validate_resolvable(self, cls: type[Any]) -> None:
-        """Raise ``LookupError`` now (at enqueue) if ``cls`` cannot be resolved later."""
-        ...
+        """Raise ``LookupError`` now (at enqueue) if ``cls`` cannot be resolved later.
+        Default: acquire an instance and release it."""
+        self.acquire(cls).close()
 
+    @optional_member
     def acquire(self, cls: type[Any]) -> ManagedBean:
-        """An invocation-scoped handle; the worker always closes it after the call."""
-        ...
+        """An invocation-scoped handle; the worker always closes it after the call. Default:
+        ``resolve(cls)`` in a handle whose ``close`` does nothing (``SharedBean``)."""
+        return SharedBean(self.resolve(cls))
 
 
 class AfterCommitResult(enum.StrEnum):
@@ -347,6 +427,7 @@ __all__ = [
     "RatchetConfigKey",
     "RatchetConfigSource",
     "SchedulerLifecycleHook",
+    "SharedBean",
     "SignalOutcome",
     "StartupCoordinator",
 ]
