@@ -190,6 +190,35 @@ def _import_module(module: str) -> Any:
         return importlib.import_module(module)
 
 
+def _check_defined_where_named(
+    module: str, qualname: str, owner: type | None, function: Callable[..., Any], name: str
+) -> None:
+    """Refuse a target reached by a path other than the one it is defined at.
+
+    The allowlist judges names, so the name must be where the code lives: ``myapp.jobs:rmtree``
+    where ``myapp.jobs`` only does ``from shutil import rmtree`` is ``shutil.rmtree`` (defined in
+    ``shutil``), and ``myapp.jobs:Task.run`` where ``Task`` inherits ``run`` from a class of
+    another package runs that package's code. Both are refused, whatever the allowlist says
+    about ``myapp``."""
+    defined_in = getattr(function, "__module__", None)
+    defined_as = getattr(function, "__qualname__", None)
+    if defined_in != module or defined_as != qualname:
+        raise _refuse(
+            name,
+            f"{module}.{qualname} is defined as {defined_in}.{defined_as}: a target must be "
+            "named where it is defined (an imported or inherited function is not the "
+            "importing module's code)",
+        )
+    if owner is not None:
+        owner_name = qualname.rsplit(".", 1)[0]
+        if owner.__module__ != module or owner.__qualname__ != owner_name:
+            raise _refuse(
+                name,
+                f"{module}.{owner_name} is the class {owner.__module__}.{owner.__qualname__}: "
+                "a target's class must be named where it is defined",
+            )
+
+
 def _describe(fn: Any) -> str:
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
@@ -417,6 +446,7 @@ class DefaultJobInvocationResolver:
                 f"importing {module}.{qualname} gives a different object (was the function "
                 "replaced or re-defined after import?)",
             )
+        _check_defined_where_named(module, qualname, owner, function, name)
         if function.__name__ == "<lambda>":
             raise _refuse(name, "lambdas cannot be stored; define a module-level function")
         try:
@@ -456,6 +486,17 @@ class DefaultJobInvocationResolver:
             signature=signature_text(params),
             late_parameters=late,
         )
+
+    def _check_names(self, module: str, qualname: str) -> None:
+        """The ``ClassPolicy`` checks that need only names: the target and its owner class."""
+        dotted = f"{module}.{qualname}"
+        where = f"job target {module}:{qualname}"
+        if not self._policy.is_allowed(dotted):
+            raise ClassNotAllowedError(dotted, where)
+        if "." in qualname:
+            owner = f"{module}.{qualname.rsplit('.', 1)[0]}"
+            if not self._policy.is_allowed(owner):
+                raise ClassNotAllowedError(owner, f"owner class of {where}")
 
     def _check_policy(self, info: _TargetInfo) -> None:
         where = f"job target {info.target}"
@@ -667,27 +708,20 @@ class DefaultJobInvocationResolver:
         not a lambda or nested function, allowed by the ``ClassPolicy`` (target, owner class,
         classes of the hints), static flag and parameter list as recorded at enqueue. Raises
         ``TargetNotImportableError`` when the target cannot be imported here (the worker retries
-        it), other ``InvalidTargetError``s or ``ClassNotAllowedError`` for refusals."""
+        it), other ``InvalidTargetError``s or ``ClassNotAllowedError`` for refusals.
+
+        An invocation without a recorded signature is refused: every invocation Ratchet stores
+        has one (:meth:`sign` adds it to one submitted by name), so a payload without it was
+        written by someone else."""
         name = invocation.target
-        key = (invocation.module, invocation.qualname, invocation.static)
-        with self._lock:
-            info = self._loaded.get(key)
-        if info is None:
-            qualname = invocation.qualname
-            if "<lambda>" in qualname or "<locals>" in qualname:
-                raise _refuse(name, "lambdas, closures and nested functions cannot run")
-            if invocation.module == "__main__":
-                raise _refuse(name, "targets in __main__ cannot run in a worker")
-            if any(part.startswith("_") for part in qualname.split(".")):
-                raise _refuse(name, "private targets cannot run")
-            info = self._inspect(invocation.module, qualname, expected=None, name=name)
-            with self._lock:
-                self._loaded[key] = info
-        if info.static != invocation.static:
-            kind = "static" if invocation.static else "a method of a container-provided class"
-            raise _refuse(name, f"it was stored as {kind}, but the code no longer matches")
-        self._check_policy(info)
-        if invocation.signature and info.signature != invocation.signature:
+        info = self._locate(invocation)
+        if not invocation.signature:
+            raise _refuse(
+                name,
+                "the stored invocation has no recorded signature (every job Ratchet enqueues "
+                "records one; a payload without it was written by something else)",
+            )
+        if info.signature != invocation.signature:
             raise _refuse(
                 name,
                 f"its parameters changed since the job was enqueued: stored "
@@ -704,6 +738,42 @@ class DefaultJobInvocationResolver:
             hints=info.hints,
             context_parameters=info.context_parameters,
         )
+
+    def sign(self, invocation: JobInvocation) -> JobInvocation:
+        """``invocation`` with the target's current signature recorded when it has none (an
+        invocation submitted by name through ``enqueue_invocation``), after the same checks as
+        :meth:`load`; unchanged when it has one."""
+        if invocation.signature:
+            return invocation
+        info = self._locate(invocation)
+        return attrs.evolve(invocation, signature=info.signature)
+
+    def _locate(self, invocation: JobInvocation) -> _TargetInfo:
+        """The stored target, found by name and checked (everything :meth:`load` checks but the
+        signature)."""
+        name = invocation.target
+        key = (invocation.module, invocation.qualname, invocation.static)
+        with self._lock:
+            info = self._loaded.get(key)
+        if info is None:
+            qualname = invocation.qualname
+            if "<lambda>" in qualname or "<locals>" in qualname:
+                raise _refuse(name, "lambdas, closures and nested functions cannot run")
+            if invocation.module == "__main__":
+                raise _refuse(name, "targets in __main__ cannot run in a worker")
+            if any(part.startswith("_") for part in qualname.split(".")):
+                raise _refuse(name, "private targets cannot run")
+            # Judged by name before anything is imported: a module outside the allowlist must
+            # not run its import-time code in a worker because a row names it.
+            self._check_names(invocation.module, qualname)
+            info = self._inspect(invocation.module, qualname, expected=None, name=name)
+            with self._lock:
+                self._loaded[key] = info
+        if info.static != invocation.static:
+            kind = "static" if invocation.static else "a method of a container-provided class"
+            raise _refuse(name, f"it was stored as {kind}, but the code no longer matches")
+        self._check_policy(info)
+        return info
 
     def bind_arguments(
         self,
@@ -814,6 +884,27 @@ def _positional_names(params: Sequence[inspect.Parameter], count: int) -> list[s
     return names
 
 
+def sign_invocation(loader: object, invocation: JobInvocation) -> JobInvocation:
+    """``invocation`` with its target's signature recorded (:meth:`DefaultJobInvocationResolver.
+    sign`) when ``loader`` can record it; unchanged otherwise. The enqueue-by-name paths call
+    it so that what they store passes the dispatch check of a recorded signature."""
+    if invocation.signature or not isinstance(loader, DefaultJobInvocationResolver):
+        return invocation
+    return loader.sign(invocation)
+
+
+def check_stored_target(row_target: str, invocation: JobInvocation) -> None:
+    """Refuse a payload whose target is not the row's ``target`` column (``InvalidTargetError``):
+    listings, filters, flow-control gates and authorization read the column, so a payload
+    naming another target would run code that nobody sees in ``ratchet jobs list``."""
+    if row_target != invocation.target:
+        raise _refuse(
+            invocation.target,
+            f"the stored payload names {invocation.target} but the job's target column says "
+            f"{row_target}: the row was altered after enqueue",
+        )
+
+
 def default_target_loader(
     resolver: JobInvocationResolver,
     serializer: PayloadSerializer,
@@ -863,6 +954,8 @@ __all__ = [
     "default_target_loader",
     "DefaultLambdaAnalyzer",
     "LoadedTarget",
+    "check_stored_target",
     "circuit_breaker",
+    "sign_invocation",
     "signature_text",
 ]

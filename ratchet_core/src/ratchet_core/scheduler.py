@@ -64,6 +64,7 @@ from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
 from ratchet_core.detail import JobDetailReader
+from ratchet_core.invocation import sign_invocation
 from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation, encode_invocations
 from ratchet_core.properties import put_properties
@@ -325,6 +326,7 @@ class SchedulerService:
         if not isinstance(invocation, JobInvocation):
             raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
         if self._loader is not None:
+            invocation = sign_invocation(self._loader, invocation)  # dispatch requires one
             loaded = self._loader.load(invocation)
             # restores every argument from the hints: bad payloads fail here, not in a worker
             self._loader.bind_arguments(loaded, invocation, None)

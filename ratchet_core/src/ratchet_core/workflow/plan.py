@@ -329,6 +329,9 @@ def check_condition_invocation(scheduler: SchedulerService, invocation: JobInvoc
     """``invocation_condition``: the invocation must name an importable, allowed predicate."""
     if not isinstance(invocation, JobInvocation):
         raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
+    named = f"{invocation.module}.{invocation.qualname}"
+    if not scheduler._policy.is_allowed(named):  # judged before importing anything
+        raise ClassNotAllowedError(named, "branch predicate")
     try:
         function = load_function(invocation)
     except (ImportError, AttributeError) as exc:

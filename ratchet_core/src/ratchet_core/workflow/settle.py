@@ -239,6 +239,9 @@ class WorkflowSettler:
     def _load_predicate(self, invocation: JobInvocation) -> tuple[Callable[..., Any], list[Any]]:
         """Import the stored predicate again and repeat the enqueue checks (public, importable,
         allowed by the ``ClassPolicy``, same parameters); arguments restored from its hints."""
+        named = f"{invocation.module}.{invocation.qualname}"
+        if not self._policy.is_allowed(named):  # judged before importing anything
+            raise ClassNotAllowedError(named, "branch condition")
         function = load_function(invocation)
         info = self._resolver.describe(function)
         if not self._policy.is_allowed(info.dotted):
