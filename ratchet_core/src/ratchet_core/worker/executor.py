@@ -52,6 +52,7 @@ from ratchet_api.store.protocols import JobExtensionStore
 from ratchet_core.authorization import authorization_request
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
+from ratchet_core.invocation import check_stored_target
 from ratchet_core.tracing import Tracing
 from ratchet_core.worker.execution import ClaimedJob
 
@@ -216,6 +217,7 @@ class JobExecutor:
             )
         try:
             invocation = self._codec.open_invocation(entity)  # decrypted when sealed
+            check_stored_target(entity.target, invocation)  # a rewritten payload never runs
             if self._authorization is not None:
                 self._authorization.check_execute(
                     authorization_request(entity, invocation, self._extension)
