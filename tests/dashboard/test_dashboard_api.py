@@ -1,6 +1,7 @@
 """The dashboard's JSON API over HTTP (a real threaded server) on every store: overview counts
 and rates, the job list with filters and search, job detail with masked arguments, executions,
-actions with their refusals, the read-only setting and the security hooks, nodes, health."""
+actions with their refusals, the read-only setting and the security hooks, nodes, health. Also
+on PostgreSQL through PgBouncer in transaction pooling mode."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import pytest
 
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import NodeEntity
+from tests.conftest import ALL_BACKENDS, PGBOUNCER, backend_url
 from tests.dashboard.server import ACTION, Scene, call, dashboard_of, make_scene, serve
+
+
+@pytest.fixture(params=[*ALL_BACKENDS, PGBOUNCER])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Every store, and PostgreSQL through a transaction-pooling PgBouncer."""
+    return backend_url(request, request.param)
 
 
 @pytest.fixture

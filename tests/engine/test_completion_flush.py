@@ -8,11 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion, ExecutionRecord
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
+from tests.conftest import PGBOUNCER, backend_url
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 
@@ -77,13 +80,16 @@ def test_a_batch_write_failing_with_a_non_store_error_still_writes_and_reports_t
     store.close()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", PGBOUNCER])
 def test_only_the_latest_claim_of_a_job_in_a_batch_is_counted_and_audited_as_succeeded(
-    sqlite_url: str,
+    request: pytest.FixtureRequest, backend: str
 ) -> None:
     """The job was recovered as ours while it ran and ran again: both attempts succeed in one
     batch. Only the attempt whose fenced write applied is a success; the other is recorded as
-    superseded (issue 17), whatever order they reached the batch in."""
-    container = build_container(sqlite_url)
+    superseded (issue 17), whatever order they reached the batch in. Also behind PgBouncer
+    (transaction pooling), where the batched write and the audit rows use no prepared
+    statement."""
+    container = build_container(backend_url(request, backend))
     store = container.job_store()
     migrate(store)
     audit = store.capability(JobAuditStore)

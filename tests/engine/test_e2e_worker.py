@@ -1,4 +1,5 @@
-"""End to end on every store: enqueue through the scheduler, run with a real worker, read back.
+"""End to end on every store (and PostgreSQL through PgBouncer in transaction pooling mode):
+enqueue through the scheduler, run with a real worker, read back.
 
 The session databases are shared, so each test selects its own jobs by id.
 """
@@ -19,8 +20,15 @@ import pytest
 from ratchet_api.errors import StoreError
 from ratchet_api.model import BackoffPolicy, JobStatus, NodeIdentity
 from ratchet_api.store.protocols import JobAuditStore
+from tests.conftest import ALL_BACKENDS, PGBOUNCER, backend_url
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
+
+
+@pytest.fixture(params=[*ALL_BACKENDS, PGBOUNCER])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Every store, and PostgreSQL through a transaction-pooling PgBouncer."""
+    return backend_url(request, request.param)
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> bool:

@@ -1,5 +1,6 @@
 """Enqueue inside the caller's SQLAlchemy transaction: a rollback leaves no job, a commit makes
-it visible, and wake-ups run only after the commit (seen from another connection)."""
+it visible, and wake-ups run only after the commit (seen from another connection). On every SQL
+store and on PostgreSQL through a transaction-pooling PgBouncer."""
 
 from __future__ import annotations
 
@@ -18,8 +19,27 @@ from ratchet_api.spi.runtime import AfterCommitResult
 from ratchet_api.store.protocols import JobStore
 from ratchet_core.scheduler import SchedulerService
 from ratchet_core.transactions import DefaultAfterCommitRegistrar
+from tests.conftest import PGBOUNCER, SQL_BACKENDS, backend_url
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
+
+
+@pytest.fixture(params=[*SQL_BACKENDS, PGBOUNCER])
+def sql_store_url(request: pytest.FixtureRequest) -> str:
+    """Every SQL store, and PostgreSQL through a transaction-pooling PgBouncer."""
+    return backend_url(request, request.param)
+
+
+def application_engine(url: str) -> sa.Engine:
+    """The application's own engine on the store's database. Behind a transaction pooler it is
+    made as docs/stores/postgresql.md says: without Ratchet's URL option, preparing nothing."""
+    parsed = sa.make_url(url)
+    if "ratchet_pooler" not in parsed.query:
+        return sa.create_engine(url)
+    return sa.create_engine(
+        parsed.difference_update_query(["ratchet_pooler"]),
+        connect_args={"prepare_threshold": None},
+    )
 
 
 @pytest.fixture
@@ -27,7 +47,7 @@ def sql_engine(sql_store_url: str) -> Iterator[Any]:
     container = build_container(sql_store_url)
     store: JobStore = container.job_store()
     migrate(store)
-    app_engine = sa.create_engine(sql_store_url)
+    app_engine = application_engine(sql_store_url)
     yield container, app_engine
     app_engine.dispose()
     store.close()

@@ -1,5 +1,5 @@
 """Declaring, managing and firing recurring jobs on every store (SQLite, PostgreSQL, MariaDB,
-Mongo). Misfires use definitions backdated in the store and a given clock; no sleeps."""
+Mongo, and PostgreSQL through PgBouncer in transaction pooling mode). Misfires use definitions backdated in the store and a given clock; no sleeps."""
 
 from __future__ import annotations
 
@@ -27,7 +27,14 @@ from ratchet_core.recurring.schedule import parse_schedule
 from ratchet_core.recurring.settings import RecurringSettings
 from ratchet_core.recurring.sweeper import RecurringSweeper, plan
 from ratchet_core.recurring.template import decode_template, job_for, run_tag, slot_key
+from tests.conftest import ALL_BACKENDS, PGBOUNCER, backend_url
 from tests.recurring import targets
+
+
+@pytest.fixture(params=[*ALL_BACKENDS, PGBOUNCER])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Every store, and PostgreSQL through a transaction-pooling PgBouncer."""
+    return backend_url(request, request.param)
 
 
 def rid() -> str:

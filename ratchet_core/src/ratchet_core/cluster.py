@@ -75,8 +75,10 @@ CLUSTER_URL = register_key(
         "cluster.url",
         parse_optional_str,
         None,
-        "URL of the wake-up transport (postgres: defaults to store.url; redis: required, "
-        "for example redis://127.0.0.1:6379/0).",
+        "URL of the wake-up transport (postgres: defaults to store.url, and must be a direct "
+        "one when store.url goes through a transaction pooler (ratchet_pooler=transaction), "
+        "without which workers only poll; redis: required, for example "
+        "redis://127.0.0.1:6379/0).",
     )
 )
 CLUSTER_SQLITE_CHECK_INTERVAL = register_key(
@@ -478,6 +480,37 @@ def _native_postgres(url: str | None) -> bool:
     return importlib.util.find_spec("psycopg") is not None
 
 
+POOLER_OPTION = "ratchet_pooler"
+"""The store URL option naming a connection pooler in front of PostgreSQL (``SqlJobStore``'s)."""
+
+
+def _query_of(url: str) -> dict[str, list[str]]:
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        return parse_qs(urlsplit(url).query)
+    except ValueError:  # not a URL: nothing to read
+        return {}
+
+
+def behind_transaction_pooler(url: str | None) -> bool:
+    """True when ``url`` says it goes through a transaction-pooling PgBouncer
+    (``?ratchet_pooler=transaction``): a connection to it cannot keep a ``LISTEN``."""
+    if not url:
+        return False
+    values = _query_of(url).get(POOLER_OPTION, [])
+    return bool(values) and values[-1].strip().lower() == "transaction"
+
+
+def _database_name(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(url).path.lstrip("/")
+    except ValueError:
+        return ""
+
+
 def _watched_file(store: JobStore | None, store_url: str | None) -> str | None:
     return store_database(store) if store is not None else sqlite_database(store_url)
 
@@ -495,6 +528,18 @@ def create_cluster_coordinator(
     url = settings.get(CLUSTER_URL)
     store_url = settings.get(STORE_URL)
     node_id = node_identity.get_node_id()
+    if backend in ("auto", "postgres") and behind_transaction_pooler(url or store_url):
+        # PgBouncer in transaction mode gives each transaction any server connection: a LISTEN
+        # is forgotten as soon as its statement ends, so notifications would never arrive
+        _log.warning(
+            "cluster wake-ups: %s goes through a transaction-pooling PgBouncer "
+            "(%s=transaction), where a LISTEN cannot keep its session: this worker finds new "
+            "jobs by polling only (worker.poll_interval). Set cluster.url to a direct "
+            "PostgreSQL URL (not through the pooler) for LISTEN/NOTIFY wake-ups.",
+            "cluster.url" if url else "store.url",
+            POOLER_OPTION,
+        )
+        backend = "none"
     if backend == "auto":
         if _native_postgres(url or store_url):
             backend = "postgres"
@@ -528,7 +573,13 @@ def create_cluster_coordinator(
             target,
             node_id,
             channel,
-            database_notifies_inserts=url is None or url == store_url,
+            database_notifies_inserts=url is None
+            or url == store_url
+            # a direct URL next to the pooled store URL: the same database's trigger notifies
+            or (
+                behind_transaction_pooler(store_url)
+                and _database_name(url) == _database_name(store_url or "")
+            ),
         )
     if backend == "redis":
         if not url:
@@ -552,6 +603,7 @@ __all__ = [
     "PostgresNotifyClusterCoordinator",
     "RedisClusterCoordinator",
     "StoreBackedStartupCoordinator",
+    "behind_transaction_pooler",
     "create_cluster_coordinator",
     "decode_hint",
     "encode_hint",
