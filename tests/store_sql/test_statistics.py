@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from ratchet_api.store import JobEntity
 from ratchet_store_sql import SqlJobStore
-from ratchet_store_sql._jobs import ANALYZE_AFTER_ROWS
+from ratchet_store_sql._dialects.postgresql import ANALYZE_AFTER_ROWS
 
 
 @pytest.fixture(params=["postgresql"])

@@ -3,22 +3,17 @@ nodes and tags."""
 
 from __future__ import annotations
 
-import functools
 import logging
-import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import attrs
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import (
-    MAX_TAG_LENGTH,
     ChildSettlement,
     Completion,
     JobEntity,
@@ -27,15 +22,13 @@ from ratchet_api.store.entities import (
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._base import CHUNK, SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
-    JOB_FIELDS,
     job_to_row,
-    job_values,
     node_to_row,
     require_utc,
-    row_to_job,
     row_to_node,
 )
-from ratchet_store_sql._errors import ConnectionLostError, translate
+from ratchet_store_sql._dialects.base import check_tags
+from ratchet_store_sql._errors import ConnectionLostError
 
 J = s.jobs
 T = s.job_tags
@@ -45,121 +38,10 @@ RUNNING = JobStatus.RUNNING.value
 TERMINAL = sorted(x.value for x in TERMINAL_STATUSES)
 
 
-_NULL_BY_DEFAULT = frozenset(
-    index
-    for index, name in enumerate(JOB_FIELDS)
-    if J.c[name].nullable and J.c[name].server_default is None and J.c[name].default is None
-)
-"""Positions (in ``JOB_FIELDS``) of the job columns that are NULL when an INSERT omits them."""
-
-
-def _check_tags(tags: Sequence[str], job_id: UUID | None = None) -> None:
-    for tag in tags:
-        if not isinstance(tag, str) or not tag:
-            raise StoreDataError("tags", f"every tag must be a non-empty string, got {tag!r}")
-        if len(tag) > MAX_TAG_LENGTH:
-            raise StoreDataError(
-                "tags",
-                f"tag {tag[:20]!r}... is {len(tag)} characters, the limit is {MAX_TAG_LENGTH}",
-                job_id=job_id,
-            )
-
-
 def _seconds(value: timedelta, field: str) -> float:
     if not isinstance(value, timedelta):
         raise StoreDataError(field, f"expected a timedelta, got {type(value).__name__}")
     return value.total_seconds()
-
-
-_PG_NOW = "timezone('UTC', statement_timestamp())"
-ANALYZE_AFTER_ROWS = 1_000
-"""A PostgreSQL bulk insert of at least this many rows refreshes the table's statistics when
-the planner knows fewer rows than were inserted (``_refresh_statistics``)."""
-# The fence of a write by job id joined to ``v(id, seq)``: ``j.status || ''`` keeps the status
-# out of the index conditions, so that the primary key is the way in (``Dialect.unindexed``)
-_PG_FENCE = " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
-_PG_DISPATCH_MANY = sa.text(
-    f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
-    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
-    f"{_PG_FENCE} RETURNING j.id"
-).columns(sa.column("id", sa.Uuid()))
-# the same statement for the driver itself (``_pg_autocommit``): a started mark sits between a
-# job's hand-over to its thread and its start, so SQLAlchemy's per-execution work counts there
-# and its commit does not wait for the WAL flush (``synchronous_commit`` off for this statement's
-# own transaction only): a mark lost to a crash of the server itself (not of a worker) makes
-# recovery give the attempt back to a job that had started, the at-least-once rule's usual
-# duplicate; every other write of the store stays synchronous
-_PG_DISPATCH_RAW = (
-    f"UPDATE ratchet_jobs AS j SET dispatched_at = coalesce(j.dispatched_at, {_PG_NOW})"
-    " FROM unnest(%(ids)s::uuid[], %(seqs)s::integer[]) AS v(id, seq),"
-    " (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
-    f"{_PG_FENCE} RETURNING j.id"
-)
-_PG_SUCCEED_MANY = sa.text(
-    "WITH done AS (UPDATE ratchet_jobs AS j SET status = 'SUCCEEDED', result = v.result,"
-    f" owner = NULL, finished_at = {_PG_NOW}, updated_at = {_PG_NOW}"
-    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
-    " AS v(id, seq, result)"
-    f"{_PG_FENCE} RETURNING j.id, j.batch_id),"
-    # batch children are counted by the same statement (the BatchStore progress contract)
-    " counted AS (UPDATE ratchet_batches AS b SET succeeded = b.succeeded + c.n"
-    " FROM (SELECT batch_id, count(*) AS n FROM done WHERE batch_id IS NOT NULL"
-    " GROUP BY batch_id) AS c WHERE b.id = c.batch_id)"
-    " SELECT id FROM done"
-).columns(sa.column("id", sa.Uuid()))
-
-
-@functools.cache
-def _pg_insert_statement(keyed: bool, tagged: bool) -> Any:
-    """``insert_job`` on PostgreSQL as one statement, built once per variant (SQLAlchemy then
-    caches its compiled form): parameters are the row's columns (and ``_tags``)."""
-    insert = postgresql.insert(J).values(
-        {c: sa.bindparam(c, type_=J.c[c].type) for c in JOB_FIELDS}
-    )
-    if keyed:
-        insert = insert.on_conflict_do_nothing(index_elements=[J.c.idempotency_key])
-    stmt: Any = insert.returning(J.c.id)
-    if tagged:
-        inserted = stmt.cte("inserted")
-        tag_rows = sa.select(
-            inserted.c.id,
-            sa.func.unnest(sa.bindparam("_tags", type_=postgresql.ARRAY(sa.Text))),
-        )
-        stmt = sa.select(inserted.c.id).add_cte(
-            sa.insert(T).from_select(["job_id", "tag"], tag_rows).cte("inserted_tags")
-        )
-    return stmt
-
-
-@functools.cache
-def _sqlite_job_insert() -> str:
-    columns = ", ".join(JOB_FIELDS)
-    return f"INSERT INTO {J.name} ({columns}) VALUES ({', '.join('?' * len(JOB_FIELDS))})"
-
-
-def _sqlite_params(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """Rows as sqlite3 parameter tuples, each value through its column type's bind processor
-    (the conversions SQLAlchemy applies, without its per-row statement work)."""
-    processors = [J.c[f].type.bind_processor(conn.dialect) for f in JOB_FIELDS]
-    values = operator.itemgetter(*JOB_FIELDS)
-    return [
-        tuple(
-            v if p is None or v is None else p(v)
-            for p, v in zip(processors, values(r), strict=True)
-        )
-        for r in rows
-    ]
-
-
-_COMPILED: dict[tuple[int, str], str] = {}
-
-
-def _pg_compiled(stmt: Any, dialect: sa.Dialect) -> str:
-    key = (id(stmt), dialect.driver)
-    sql = _COMPILED.get(key)
-    if sql is None:
-        sql = _COMPILED[key] = str(stmt.compile(dialect=dialect))
-    return sql
 
 
 def _same_job(stored: JobEntity, job: JobEntity) -> bool:
@@ -171,40 +53,6 @@ def _same_job(stored: JobEntity, job: JobEntity) -> bool:
     )
 
 
-def _claim_filter(
-    now: sa.ColumnElement[datetime],
-    execution_targets: Sequence[str] | None,
-    tag_filter: NodeTagFilter | None,
-) -> list[sa.ColumnElement[bool]]:
-    """The conditions a claimable job meets: due, PENDING, served here (label, tags)."""
-    where: list[sa.ColumnElement[bool]] = [J.c.status == PENDING, J.c.scheduled_at <= now]
-    if execution_targets is not None:
-        where.append(
-            sa.or_(
-                J.c.execution_target.is_(None),
-                J.c.execution_target.in_(list(execution_targets)),
-            )
-        )
-    if tag_filter is not None and not tag_filter.is_empty:
-        for tag in sorted(tag_filter.required):
-            where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == tag))
-        if tag_filter.excluded:
-            excluded = sorted(tag_filter.excluded)
-            where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
-    return where
-
-
-def _claim_values(owner: Any) -> dict[str, Any]:
-    """What a claim writes besides its timestamps (``owner``: the node, or its parameter)."""
-    return {
-        "status": RUNNING,
-        "owner": owner,
-        "attempt": J.c.attempt + 1,
-        "claim_seq": J.c.claim_seq + 1,
-        "dispatched_at": None,
-    }
-
-
 class JobOperations(SqlBase):
     """Implements ``ratchet_api.store.JobStore`` (every mandatory sub-protocol)."""
 
@@ -212,7 +60,7 @@ class JobOperations(SqlBase):
 
     def insert_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
-        _check_tags(job.tags, job.id)
+        check_tags(job.tags, job.id)
         if self._bound is not None:
             return self._insert_job_once(job, row)
         try:
@@ -231,120 +79,7 @@ class JobOperations(SqlBase):
             raise
 
     def _insert_job_once(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
-        if self._d.is_pg:
-            return self._insert_job_pg(job, row)
-        with self._write("insert_job") as conn:
-            if job.idempotency_key is not None:
-                existing = self._find_one(conn, J.c.idempotency_key == job.idempotency_key)
-                if existing is not None:
-                    return existing
-            try:
-                conn.execute(sa.insert(J), [row])
-            except sa.exc.IntegrityError as exc:
-                raise self._duplicate(conn, job, exc) from exc
-            if job.tags:
-                conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
-        return attrs.evolve(job, tags=(*sorted(set(job.tags)),))
-
-    def _insert_job_pg(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
-        """One statement, so one round trip in autocommit: the job row (skipped when its
-        idempotency key exists), and its tags in a data-modifying CTE of the same statement."""
-        tags = sorted(set(job.tags))
-        stmt = _pg_insert_statement(job.idempotency_key is not None, bool(tags))
-        if tags:
-            row = {**row, "_tags": tags}
-        if self._bound is None and self._engine.dialect.driver == "psycopg":
-            written = self._insert_job_psycopg(stmt, job, row)
-        else:
-            with self._write_statement("insert_job") as conn:
-                try:
-                    written = conn.execute(stmt, row).first() is not None
-                except sa.exc.IntegrityError as exc:
-                    raise self._duplicate(conn, job, exc) from exc
-        if not written:  # the idempotency key exists: the first job stands
-            with self._read("insert_job") as conn:
-                existing = self._find_one(conn, J.c.idempotency_key == job.idempotency_key)
-                if existing is None:
-                    # its job was deleted between the two statements
-                    raise DuplicateJobError(
-                        f"a job with idempotency key {job.idempotency_key!r} was inserted "
-                        "and removed concurrently"
-                    )
-                return existing
-        if list(job.tags) == tags:
-            return job
-        return attrs.evolve(job, tags=(*tags,))
-
-    def _pg_autocommit(
-        self,
-        operation: str,
-        sql: str,
-        params: Mapping[str, Any],
-        on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None = None,
-    ) -> list[tuple[Any, ...]]:
-        """One statement straight on the pooled psycopg connection in autocommit (prepared by
-        the driver); its rows. Driver errors are translated as SQLAlchemy's would be (an
-        integrity error by ``on_integrity`` when given), and a connection found broken is
-        invalidated."""
-        self._check_open(operation)
-        try:
-            raw = self._raw_connection()
-        except sa.exc.SQLAlchemyError as exc:
-            raise translate(exc, operation) from exc
-        try:
-            driver: Any = raw.driver_connection
-            driver.autocommit = True
-            try:
-                return list(driver.execute(sql, params, prepare=True).fetchall())
-            finally:
-                if not driver.closed:
-                    driver.autocommit = False
-        except Exception as exc:
-            dbapi_error = self._engine.dialect.loaded_dbapi.Error
-            lost = getattr(driver, "broken", False) or (
-                isinstance(exc, dbapi_error) and self._engine.dialect.is_disconnect(exc, raw, None)
-            )
-            error = sa.exc.DBAPIError.instance(
-                sql, dict(params), exc, dbapi_error, connection_invalidated=lost
-            )
-            if lost:
-                raw.invalidate(exc)
-            if on_integrity is not None and isinstance(error, sa.exc.IntegrityError):
-                raise on_integrity(error) from exc
-            if isinstance(error, sa.exc.DBAPIError):
-                raise translate(error, operation) from exc
-            raise
-        finally:
-            raw.close()
-
-    def _insert_job_psycopg(self, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
-        """The single insert statement straight on the pooled psycopg connection in autocommit
-        (SQLAlchemy's per-execution work is a third of a single enqueue). True if the row was
-        written, False if its idempotency key exists."""
-        params = {
-            k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in row.items()
-        }
-        rows = self._pg_autocommit(
-            "insert_job",
-            _pg_compiled(stmt, self._engine.dialect),
-            params,
-            on_integrity=lambda error: self._duplicate(None, job, error),
-        )
-        return bool(rows)
-
-    def _duplicate(
-        self, conn: sa.Connection | None, job: JobEntity, exc: sa.exc.IntegrityError
-    ) -> Exception:
-        text = str(exc.orig).lower()
-        if job.idempotency_key is not None and "idempotency" in text:
-            return DuplicateJobError(
-                f"a job with idempotency key {job.idempotency_key!r} was inserted concurrently"
-            )
-        return DuplicateJobError(f"job {job.id} already exists")
-
-    def _find_one(self, conn: sa.Connection, where: sa.ColumnElement[bool]) -> JobEntity | None:
-        found = self._select_jobs(conn, sa.select(J).where(where))
-        return found[0] if found else None
+        return self._d.insert_job(self, job, row)
 
     def find_by_id(self, job_id: UUID) -> JobEntity | None:
         with self._read("find_by_id") as conn:
@@ -356,7 +91,7 @@ class JobOperations(SqlBase):
 
     def update_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
-        _check_tags(job.tags, job.id)
+        check_tags(job.tags, job.id)
         del row["id"]
         row["updated_at"] = self._d.now()
         with self._write("update_job") as conn:
@@ -391,179 +126,14 @@ class JobOperations(SqlBase):
             return []
         # on PostgreSQL the claim is one statement: autocommit, one round trip
         with self._write_statement("claim_next_batch") as conn:
-            claimed = self._claim(conn, node_id, limit, execution_targets, tag_filter)
+            claimed = self._d.claim(conn, node_id, limit, execution_targets, tag_filter)
         claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
         return claimed
-
-    def _returning_claim(
-        self,
-        execution_targets: Sequence[str] | None,
-        tag_filter: NodeTagFilter | None,
-        with_tags: bool,
-    ) -> Any:
-        """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and
-        the limit as parameters (``_claim_node``, ``_claim_limit``): built once per filter and
-        kept (building it cost about a fifth of a claim's client CPU)."""
-        d = self._d
-        now = d.now()
-        where = _claim_filter(now, execution_targets, tag_filter)
-        pick = (
-            sa.select(J.c.id)
-            .where(*where)
-            .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
-            .limit(sa.bindparam("_claim_limit", type_=sa.Integer()))
-        )
-        if d.is_pg:
-            picked = pick.with_for_update(skip_locked=True).cte("picked")
-            target = J.c.id.in_(sa.select(picked.c.id))
-        else:  # SQLite: BEGIN IMMEDIATE already holds the write lock
-            target = J.c.id.in_(pick.scalar_subquery())
-        returned: list[Any] = list(J.c)
-        if with_tags:
-            # the tags come back with the claimed rows: no second round trip
-            returned.append(
-                sa.select(sa.func.array_agg(T.c.tag))
-                .where(T.c.job_id == J.c.id)
-                .scalar_subquery()
-                .label("_tags")
-            )
-        values = _claim_values(sa.bindparam("_claim_node", type_=J.c.owner.type))
-        return (
-            sa.update(J)
-            .where(target)
-            .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
-            .returning(*returned)
-        )
-
-    def _claim(
-        self,
-        conn: sa.Connection,
-        node_id: str,
-        limit: int,
-        execution_targets: Sequence[str] | None,
-        tag_filter: NodeTagFilter | None,
-    ) -> list[JobEntity]:
-        d = self._d
-        if d.returning:
-            with_tags = d.is_pg and self._load_tags_on_claim
-            key = (
-                None if execution_targets is None else tuple(execution_targets),
-                None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
-                with_tags,
-            )
-            stmt = self._claim_statements.get(key)
-            if stmt is None:
-                stmt = self._returning_claim(execution_targets, tag_filter, with_tags)
-                if len(self._claim_statements) < 64:
-                    self._claim_statements[key] = stmt
-            rows: list[Any] = list(
-                conn.execute(stmt, {"_claim_node": node_id, "_claim_limit": limit}).mappings()
-            )
-            if with_tags:
-                return [row_to_job(r, r["_tags"] or ()) for r in rows]
-        else:
-            # MariaDB/MySQL: no UPDATE ... RETURNING. Lock the picked rows (skipping rows other
-            # claimers hold), update them by id, and build the result from the locked rows.
-            now = d.now()
-            where = _claim_filter(now, execution_targets, tag_filter)
-            skip = self._skip_locked(conn)
-            locked = list(
-                conn.execute(
-                    sa.select(J, now.label("_now"))
-                    .where(*where)
-                    .order_by(J.c.priority.desc(), J.c.scheduled_at, J.c.id)
-                    .limit(limit)
-                    .with_for_update(skip_locked=skip)
-                ).mappings()
-            )
-            if not locked:
-                return []
-            stamp = locked[0]["_now"]
-            ids = [r["id"] for r in locked]
-            conn.execute(
-                sa.update(J)
-                .where(J.c.id.in_(ids), J.c.status == PENDING)
-                .values(
-                    started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **_claim_values(node_id)
-                )
-            )
-            rows = []
-            for r in locked:
-                row = dict(r)
-                row.update(
-                    status=RUNNING,
-                    owner=node_id,
-                    attempt=r["attempt"] + 1,
-                    claim_seq=r["claim_seq"] + 1,
-                    started_at=stamp,
-                    heartbeat_at=stamp,
-                    updated_at=stamp,
-                    dispatched_at=None,
-                )
-                rows.append(row)
-        if not rows:
-            return []
-        if self._load_tags_on_claim:
-            tags = self._tags_for(conn, [r["id"] for r in rows])
-            return [row_to_job(r, tags.get(r["id"], ())) for r in rows]
-        return [row_to_job(r) for r in rows]
-
-    def _skip_locked(self, conn: sa.Connection) -> bool:
-        version = conn.dialect.server_version_info or ()
-        if getattr(conn.dialect, "is_mariadb", False):
-            return tuple(version[:2]) >= (10, 6)
-        return tuple(version[:1]) >= (8,)
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         if not claims:
             return set()
-        pairs = list(claims.items())
-        if (
-            self._d.is_pg
-            and self._engine.dialect.driver == "psycopg"
-            and self._bound is None
-            and len(pairs) <= CHUNK
-        ):
-            rows = self._pg_autocommit(
-                "mark_dispatched",
-                _PG_DISPATCH_RAW,
-                {"ids": [job_id for job_id, _ in pairs], "seqs": [seq for _, seq in pairs]},
-            )
-            return {row[0] for row in rows}
-        applied: set[UUID] = set()
-        write = self._write_statement if len(pairs) <= CHUNK else self._write
-        with write("mark_dispatched") as conn:
-            for part in chunks(pairs):
-                applied |= self._dispatch_chunk(conn, part)
-        return applied
-
-    def _running_claims(self, pairs: Sequence[tuple[UUID, int]]) -> sa.ColumnElement[bool]:
-        """The fence of a write by (job id, claim sequence): the job is still RUNNING under that
-        claim. The ids come first so that the primary key is the way in."""
-        return sa.and_(
-            J.c.id.in_([job_id for job_id, _ in pairs]),
-            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(pairs)),
-            self._d.unindexed(J.c.status) == RUNNING,
-        )
-
-    def _dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        if self._d.is_pg:
-            return set(
-                conn.execute(
-                    _PG_DISPATCH_MANY,
-                    {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]},
-                ).scalars()
-            )
-        fence = self._running_claims(part)
-        # the first mark of a claim stands (a repeated mark still reports the claim current)
-        stamp = sa.func.coalesce(J.c.dispatched_at, self._d.now())
-        if self._d.returning:
-            stmt = sa.update(J).where(fence).values(dispatched_at=stamp).returning(J.c.id)
-            return set(conn.execute(stmt).scalars())
-        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
-        if locked:
-            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(dispatched_at=stamp))
-        return locked
+        return self._d.mark_dispatched(self, list(claims.items()))
 
     # ------------------------------------------------------------------ fenced writes
 
@@ -621,56 +191,8 @@ class JobOperations(SqlBase):
         write = self._write_statement if len(latest) <= CHUNK else self._write
         with write("mark_succeeded_many") as conn:
             for part in chunks(list(latest.values())):
-                applied |= self._succeed_chunk(conn, part, now)
+                applied |= self._d.succeed_chunk(conn, part, now)
         return applied
-
-    def _succeed_chunk(
-        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
-    ) -> set[UUID]:
-        if self._d.is_pg:
-            # One constant statement per batch whatever its size (prepared by psycopg after a
-            # few runs): the fenced pairs travel as three arrays joined back with unnest.
-            return set(
-                conn.execute(
-                    _PG_SUCCEED_MANY,
-                    {
-                        "ids": [c.job_id for c in part],
-                        "seqs": [c.claim_seq for c in part],
-                        "results": [c.result for c in part],
-                    },
-                ).scalars()
-            )
-        fence = self._running_claims([(c.job_id, c.claim_seq) for c in part])
-        results = {c.result for c in part}
-        result: Any
-        if len(results) == 1:
-            result = next(iter(results))
-        else:
-            result = sa.case({c.job_id: c.result for c in part}, value=J.c.id)
-        values = {
-            "status": JobStatus.SUCCEEDED.value,
-            "result": result,
-            "finished_at": now,
-            "updated_at": now,
-            "owner": None,
-        }
-        if self._d.returning:
-            stmt = sa.update(J).where(fence).values(**values).returning(J.c.id, J.c.batch_id)
-            done = list(conn.execute(stmt))
-        else:
-            done = list(
-                conn.execute(sa.select(J.c.id, J.c.batch_id).where(fence).with_for_update())
-            )
-            if done:
-                ids = [row[0] for row in done]
-                conn.execute(sa.update(J).where(J.c.id.in_(ids)).values(**values))
-        per_batch: dict[UUID, int] = {}
-        for _, batch_id in done:
-            if batch_id is not None:
-                per_batch[batch_id] = per_batch.get(batch_id, 0) + 1
-        if per_batch:
-            self._count_batch_children(conn, per_batch)
-        return {row[0] for row in done}
 
     def mark_failed_terminal(self, job_id: UUID, claim_seq: int, error: str) -> bool:
         return self._fenced(
@@ -878,39 +400,19 @@ class JobOperations(SqlBase):
             return 0
         with self._write("bulk_insert") as conn:
             inserted = self._insert_jobs(conn, jobs)
-        if inserted >= ANALYZE_AFTER_ROWS and self._d.is_pg and self._bound is None:
-            self._refresh_statistics(inserted)
+        if self._bound is None:
+            self._d.after_bulk_insert(self, inserted)
         return inserted
-
-    def _refresh_statistics(self, inserted: int) -> None:
-        """``ANALYZE ratchet_jobs`` when the planner's row count for the table is below the
-        rows just inserted (a new table, or one that grew several-fold since autovacuum last
-        looked). With statistics of a near-empty table, PostgreSQL plans the claim as a
-        bitmap scan that sorts every pending job (measured: 80-140 ms per claim of 50 with
-        200,000 pending, an on-disk sort) instead of reading the claim index in order and
-        stopping at the limit (well under a millisecond); autovacuum would fix it only up to
-        a minute later. Best effort: a role that may not analyze the table is ignored."""
-        try:
-            with self._write("analyze") as conn:
-                known = conn.execute(
-                    sa.text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
-                    {"t": J.name},
-                ).scalar()
-                if known is None or float(known) < inserted:
-                    conn.exec_driver_sql(f"ANALYZE {J.name}")
-        except Exception as exc:  # noqa: BLE001 - statistics are an optimisation
-            _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
 
     def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
         """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""
-        copy = self._d.is_pg and self._engine.dialect.driver == "psycopg"
         # every job is checked and converted, also a duplicate that is then skipped
-        to_row: Any = job_values if copy else job_to_row
+        to_row = self._d.bulk_row
         rows: list[tuple[JobEntity, Any]] = []
         keyed: dict[str, JobEntity] = {}
         for job in jobs:
             if job.tags:
-                _check_tags(job.tags, job.id)
+                check_tags(job.tags, job.id)
             row = to_row(job)
             if job.idempotency_key is not None:
                 if job.idempotency_key in keyed:
@@ -933,62 +435,12 @@ class JobOperations(SqlBase):
             {"job_id": job.id, "tag": tag} for job, _ in rows if job.tags for tag in set(job.tags)
         ]
         try:
-            if copy:
-                self._copy_rows(conn, [row for _, row in rows], tag_rows)
-            elif self._d.is_sqlite:
-                conn.exec_driver_sql(
-                    _sqlite_job_insert(), _sqlite_params(conn, [r for _, r in rows])
-                )
-                for part in chunks(tag_rows, 2000):
-                    conn.execute(sa.insert(T), list(part))
-            else:
-                for part in chunks([row for _, row in rows], 1000):
-                    conn.execute(sa.insert(J), list(part))
-                for part in chunks(tag_rows, 2000):
-                    conn.execute(sa.insert(T), list(part))
+            self._d.insert_rows(conn, [row for _, row in rows], tag_rows)
         except sa.exc.IntegrityError as exc:
             raise DuplicateJobError(
                 f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
             ) from exc
         return len(rows)
-
-    def _copy_rows(
-        self, conn: sa.Connection, rows: list[tuple[Any, ...]], tag_rows: list[dict[str, Any]]
-    ) -> None:
-        """PostgreSQL + psycopg: the rows (``job_values`` tuples) go with COPY on the
-        transaction's own connection (several times faster than a multi-row INSERT). Driver
-        errors are raised as SQLAlchemy's, like every other statement of the store."""
-        driver: Any = conn.connection.driver_connection
-        # A column that is NULL in every row is left out of the COPY: the database writes NULL
-        # there itself, and each row is a third of the values to format (new jobs leave most
-        # columns empty). Only columns without a server default qualify (see _NULL_BY_DEFAULT).
-        columns = list(zip(*rows, strict=True))
-        count = len(rows)
-        kept = [
-            index
-            for index, values in enumerate(columns)
-            if index not in _NULL_BY_DEFAULT or values.count(None) != count
-        ]
-        if len(kept) < len(columns):
-            rows = list(zip(*(columns[index] for index in kept), strict=True))
-        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS[index] for index in kept)}) FROM STDIN"
-        try:
-            with driver.cursor() as cursor:
-                # Datetimes go as they are (aware UTC, checked by job_values): PostgreSQL reads
-                # a literal for a `timestamp without time zone` column ignoring its offset,
-                # which for UTC values is exactly the naive UTC the schema stores.
-                with cursor.copy(sql) as copy:
-                    write = copy.write_row
-                    for row in rows:
-                        write(row)
-                if tag_rows:
-                    with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
-                        for tag in tag_rows:
-                            copy.write_row((tag["job_id"], tag["tag"]))
-        except self._engine.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, None, exc, self._engine.dialect.loaded_dbapi.Error
-            ) from exc
 
     @retry_conflicts
     def reset_orphan_jobs(self, node_ids: Sequence[str], heartbeat_before: datetime) -> int:
@@ -1136,7 +588,7 @@ class JobOperations(SqlBase):
     # ------------------------------------------------------------------ tags
 
     def insert_tags(self, job_id: UUID, tags: Sequence[str]) -> None:
-        _check_tags(tags, job_id)
+        check_tags(tags, job_id)
         if not tags:
             with self._read("insert_tags") as conn:
                 if conn.execute(sa.select(J.c.id).where(J.c.id == job_id)).first() is None:

@@ -24,7 +24,7 @@ from ratchet_store_sql._capabilities import (
     SignalOperations,
     WorkflowOperations,
 )
-from ratchet_store_sql._dialects import Dialect
+from ratchet_store_sql._dialects import dialect_for
 from ratchet_store_sql._engine import SQLITE_BUSY_TIMEOUT_MS, configure_sqlite, create_store_engine
 from ratchet_store_sql._jobs import JobOperations
 from ratchet_store_sql._sealed import SealedValueOperations
@@ -90,10 +90,9 @@ class SqlJobStore(
                 f"got {type(url_or_engine).__name__}"
             )
         self._bound = None
-        self._d = Dialect(self._engine.dialect.name)
+        # the backend's statements, chosen once: only its own module is imported
+        self._d = dialect_for(self._engine, load_tags_on_claim=load_tags_on_claim)
         self._closed = False
-        self._load_tags_on_claim = load_tags_on_claim
-        self._claim_statements: dict[Any, Any] = {}  # built claim statements, by filter
         self._schema = SqlSchemaManager(self._engine)
         if create_schema:
             self._schema.upgrade()

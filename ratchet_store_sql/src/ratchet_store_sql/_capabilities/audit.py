@@ -20,27 +20,6 @@ from ratchet_store_sql._convert import (
     row_to_log,
 )
 
-_PG_EXECUTION_COLUMNS = {
-    "id": "uuid",
-    "job_id": "uuid",
-    "attempt": "integer",
-    "node_id": "text",
-    "status": "text",
-    "started_at": "timestamp",
-    "finished_at": "timestamp",
-    "duration_ms": "bigint",
-    "error": "text",
-    "traceback": "text",
-    "superseded": "boolean",
-}
-_PG_STAMPS = {"started_at", "finished_at"}
-_PG_SAVE_EXECUTIONS = sa.text(
-    f"INSERT INTO {s.executions.name} ({', '.join(_PG_EXECUTION_COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"CAST(:{k} AS {v}[])" for k, v in _PG_EXECUTION_COLUMNS.items())
-    + ") ON CONFLICT (id) DO UPDATE SET "
-    + ", ".join(f"{k} = excluded.{k}" for k in _PG_EXECUTION_COLUMNS if k != "id")
-)
-
 
 class AuditOperations(SqlBase):
     def save_execution(self, record: ExecutionRecord) -> None:
@@ -53,19 +32,7 @@ class AuditOperations(SqlBase):
         if not records:
             return
         rows = [execution_to_row(r) for r in records]
-        if self._d.is_pg:
-            # one statement whatever the number of records (columns travel as arrays), so it
-            # runs in autocommit: one round trip
-            arrays = {
-                k: [r[k].replace(tzinfo=None) if k in _PG_STAMPS and r[k] else r[k] for r in rows]
-                for k in _PG_EXECUTION_COLUMNS
-            }
-            with self._write_statement("save_executions") as conn:
-                conn.execute(_PG_SAVE_EXECUTIONS, arrays)
-            return
-        stmt = self._d.upsert_many(s.executions, ["id"], [k for k in rows[0] if k != "id"])
-        with self._write("save_executions") as conn:
-            conn.execute(stmt, rows)
+        self._d.save_executions(self, rows)
 
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         e = s.executions

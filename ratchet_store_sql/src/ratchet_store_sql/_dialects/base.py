@@ -1,0 +1,399 @@
+"""The interface every backend implements, and what the backends share.
+
+A ``Dialect`` is chosen once, when the store is built (``dialect_for``), and holds everything
+that differs per database: the clock, upserts and insert-or-ignore, and the store's hot
+statements (claim, started marks, batched completions, insert and bulk insert). The store's
+methods call it and never test which database they run on; each backend is one module of this
+package, and only the module of the backend in use is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+from uuid import UUID
+
+import attrs
+import sqlalchemy as sa
+
+from ratchet_api.errors import DuplicateJobError, StoreDataError
+from ratchet_api.model import JobStatus, NodeTagFilter
+from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._convert import job_to_row, row_to_job
+from ratchet_store_sql._types import UtcDateTime
+
+if TYPE_CHECKING:
+    from ratchet_store_sql._base import SqlBase
+
+J = s.jobs
+T = s.job_tags
+PENDING = JobStatus.PENDING.value
+RUNNING = JobStatus.RUNNING.value
+UTC_TYPE = UtcDateTime()
+
+CHUNK = 500
+"""Most ids bound into one IN list (keeps every backend under its parameter limit)."""
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def check_tags(tags: Sequence[str], job_id: UUID | None = None) -> None:
+    for tag in tags:
+        if not isinstance(tag, str) or not tag:
+            raise StoreDataError("tags", f"every tag must be a non-empty string, got {tag!r}")
+        if len(tag) > MAX_TAG_LENGTH:
+            raise StoreDataError(
+                "tags",
+                f"tag {tag[:20]!r}... is {len(tag)} characters, the limit is {MAX_TAG_LENGTH}",
+                job_id=job_id,
+            )
+
+
+def duplicate_error(job: JobEntity, exc: sa.exc.IntegrityError) -> DuplicateJobError:
+    """The error for an insert of ``job`` that met an existing id or idempotency key."""
+    text = str(exc.orig).lower()
+    if job.idempotency_key is not None and "idempotency" in text:
+        return DuplicateJobError(
+            f"a job with idempotency key {job.idempotency_key!r} was inserted concurrently"
+        )
+    return DuplicateJobError(f"job {job.id} already exists")
+
+
+def claim_filter(
+    now: sa.ColumnElement[datetime],
+    execution_targets: Sequence[str] | None,
+    tag_filter: NodeTagFilter | None,
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions a claimable job meets: due, PENDING, served here (label, tags)."""
+    where: list[sa.ColumnElement[bool]] = [J.c.status == PENDING, J.c.scheduled_at <= now]
+    if execution_targets is not None:
+        where.append(
+            sa.or_(
+                J.c.execution_target.is_(None),
+                J.c.execution_target.in_(list(execution_targets)),
+            )
+        )
+    if tag_filter is not None and not tag_filter.is_empty:
+        for tag in sorted(tag_filter.required):
+            where.append(sa.exists().where(T.c.job_id == J.c.id, T.c.tag == tag))
+        if tag_filter.excluded:
+            excluded = sorted(tag_filter.excluded)
+            where.append(~sa.exists().where(T.c.job_id == J.c.id, T.c.tag.in_(excluded)))
+    return where
+
+
+def claim_values(owner: Any) -> dict[str, Any]:
+    """What a claim writes besides its timestamps (``owner``: the node, or its parameter)."""
+    return {
+        "status": RUNNING,
+        "owner": owner,
+        "attempt": J.c.attempt + 1,
+        "claim_seq": J.c.claim_seq + 1,
+        "dispatched_at": None,
+    }
+
+
+def claim_order() -> tuple[sa.ColumnElement[Any], ...]:
+    """The order jobs are claimed in (the claim index's order)."""
+    return (J.c.priority.desc(), J.c.scheduled_at, J.c.id)
+
+
+def succeeded_values(part: Sequence[Completion], now: Any) -> dict[str, Any]:
+    """The columns a batched success writes (one literal result when all are equal)."""
+    results = {c.result for c in part}
+    result: Any
+    if len(results) == 1:
+        result = next(iter(results))
+    else:
+        result = sa.case({c.job_id: c.result for c in part}, value=J.c.id)
+    return {
+        "status": JobStatus.SUCCEEDED.value,
+        "result": result,
+        "finished_at": now,
+        "updated_at": now,
+        "owner": None,
+    }
+
+
+def count_per_batch(done: Sequence[tuple[UUID, UUID | None]]) -> dict[UUID, int]:
+    per_batch: dict[UUID, int] = {}
+    for _, batch_id in done:
+        if batch_id is not None:
+            per_batch[batch_id] = per_batch.get(batch_id, 0) + 1
+    return per_batch
+
+
+def tagged(job: JobEntity) -> JobEntity:
+    """``job`` with its tags as stored: distinct and sorted."""
+    tags = (*sorted(set(job.tags)),)
+    return job if job.tags == tags else attrs.evolve(job, tags=tags)
+
+
+class Dialect:
+    """What the store needs to know about one backend, and the statements it runs there.
+
+    Subclasses implement the clock (``now_plus``, ``seconds_between``), the conflict forms
+    (``insert_ignore``, ``upsert``, ``upsert_many``) and the hot statements (``claim``,
+    ``dispatch_chunk``, ``succeed_chunk``, ``insert_rows``); ``insert_job``,
+    ``mark_dispatched`` and ``save_executions`` have portable defaults a backend may replace
+    by a faster path of its own.
+    """
+
+    name: ClassVar[str]
+    is_pg: ClassVar[bool] = False
+    is_mysql: ClassVar[bool] = False
+    is_sqlite: ClassVar[bool] = False
+    returning: bool = False
+    """``UPDATE ... RETURNING`` / ``INSERT ... RETURNING`` are available."""
+    autocommit_statements: ClassVar[bool] = False
+    """A write that is one statement runs in autocommit (``SqlBase._write_statement``)."""
+    immediate_writes: ClassVar[bool] = False
+    """A write transaction takes the database's write lock at BEGIN (SQLite)."""
+
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        self.engine = engine
+        self.load_tags_on_claim = load_tags_on_claim
+
+    # ------------------------------------------------------------------ portable forms
+
+    def unindexed(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+        """A text ``column`` in a form no index serves, for the other conditions of a write
+        that names its jobs by id (the fence's ``status = 'RUNNING'``, ``owner = node``).
+        The column itself, except where the planner needs steering (PostgreSQL)."""
+        return column
+
+    def now(self) -> sa.ColumnElement[datetime]:
+        """The database clock as naive UTC with the finest precision it has."""
+        return self.now_plus(0.0)
+
+    def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
+        """The database clock shifted by ``seconds`` (negative: in the past)."""
+        raise NotImplementedError
+
+    def seconds_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        """``end - start`` in seconds (float)."""
+        raise NotImplementedError
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        """INSERT that silently skips rows colliding with a primary or unique key."""
+        raise NotImplementedError
+
+    def insert_ignored_count(self, conn: sa.Connection, stmt: Any, table: sa.Table) -> int:
+        """Execute an ``insert_ignore`` statement; the number of rows it really inserted.
+        (psycopg reports no rowcount for INSERT through SQLAlchemy 2.1: use RETURNING.)"""
+        if self.returning:
+            return len(conn.execute(stmt.returning(*table.primary_key.columns)).all())
+        return int(conn.execute(stmt).rowcount)
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        """INSERT ``values``; on a key collision apply ``update`` instead."""
+        raise NotImplementedError
+
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        """INSERT for executemany (one parameter dict per row); on a key collision the row's
+        ``columns`` overwrite the stored ones."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ hot statements
+
+    def claim(
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+    ) -> list[JobEntity]:
+        """Claim up to ``limit`` due jobs for ``node_id`` on ``conn`` (in claim order or not:
+        the store sorts them)."""
+        raise NotImplementedError
+
+    def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        """Started marks for ``(job id, claim sequence)`` pairs; the ids still claimed."""
+        applied: set[UUID] = set()
+        write = store._write_statement if len(pairs) <= CHUNK else store._write
+        with write("mark_dispatched") as conn:
+            for part in chunks(pairs):
+                applied |= self.dispatch_chunk(conn, part)
+        return applied
+
+    def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        """The started marks of one chunk (at most ``CHUNK`` pairs) on ``conn``."""
+        raise NotImplementedError
+
+    def succeed_chunk(
+        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        """Fenced successes of one chunk on ``conn``, their batches counted; the ids written."""
+        raise NotImplementedError
+
+    def insert_job(self, store: SqlBase, job: JobEntity, row: dict[str, Any]) -> JobEntity:
+        """Insert one job (and its tags) in a transaction of its own, or in the joined one; an
+        existing idempotency key returns the stored job instead."""
+        with store._write("insert_job") as conn:
+            if job.idempotency_key is not None:
+                existing = store._find_one(conn, J.c.idempotency_key == job.idempotency_key)
+                if existing is not None:
+                    return existing
+            try:
+                conn.execute(sa.insert(J), [row])
+            except sa.exc.IntegrityError as exc:
+                raise duplicate_error(job, exc) from exc
+            if job.tags:
+                conn.execute(sa.insert(T), [{"job_id": job.id, "tag": t} for t in set(job.tags)])
+        return tagged(job)
+
+    def bulk_row(self, job: JobEntity) -> Any:
+        """``job`` in the form ``insert_rows`` takes (checked as an insert checks it)."""
+        return job_to_row(job)
+
+    def insert_rows(
+        self, conn: sa.Connection, rows: list[Any], tag_rows: list[dict[str, Any]]
+    ) -> None:
+        """Write ``rows`` (from ``bulk_row``) and ``tag_rows`` on the caller's connection."""
+        for part in chunks(rows, 1000):
+            conn.execute(sa.insert(J), list(part))
+        for part in chunks(tag_rows, 2000):
+            conn.execute(sa.insert(T), list(part))
+
+    def after_bulk_insert(self, store: SqlBase, inserted: int) -> None:
+        """Called after a bulk insert of ``inserted`` rows committed on a connection of the
+        store's own (not in a joined transaction)."""
+
+    def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
+        """Upsert execution records (rows from ``execution_to_row``) by id."""
+        stmt = self.upsert_many(s.executions, ["id"], [k for k in rows[0] if k != "id"])
+        with store._write("save_executions") as conn:
+            conn.execute(stmt, rows)
+
+    # ------------------------------------------------------------------ shared forms
+
+    def running_claims(self, pairs: Sequence[tuple[UUID, int]]) -> sa.ColumnElement[bool]:
+        """The fence of a write by (job id, claim sequence): the job is still RUNNING under
+        that claim. The ids come first so that the primary key is the way in."""
+        return sa.and_(
+            J.c.id.in_([job_id for job_id, _ in pairs]),
+            sa.tuple_(J.c.id, J.c.claim_seq).in_(list(pairs)),
+            self.unindexed(J.c.status) == RUNNING,
+        )
+
+    def jobs_with_tags(self, conn: sa.Connection, rows: Sequence[Any]) -> list[JobEntity]:
+        """Claimed rows as entities, with their tags read in one more query when the store
+        loads tags on claim."""
+        if not rows:
+            return []
+        if self.load_tags_on_claim:
+            tags = tags_for(conn, [r["id"] for r in rows])
+            return [row_to_job(r, tags.get(r["id"], ())) for r in rows]
+        return [row_to_job(r) for r in rows]
+
+
+class ReturningClaim(Dialect):
+    """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and the
+    limit as parameters: built once per filter and kept (building it cost about a fifth of a
+    claim's client CPU)."""
+
+    returning = True
+    tags_in_claim: ClassVar[bool] = False
+    """The claimed rows' tags come back with them (an aggregate in the same statement)."""
+
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        self._claim_statements: dict[Any, Any] = {}
+
+    def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        """The ``WHERE`` of the claim's UPDATE naming the picked rows."""
+        raise NotImplementedError
+
+    def _claim_statement(
+        self,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        with_tags: bool,
+    ) -> Any:
+        now = self.now()
+        pick = (
+            sa.select(J.c.id)
+            .where(*claim_filter(now, execution_targets, tag_filter))
+            .order_by(*claim_order())
+            .limit(sa.bindparam("_claim_limit", type_=sa.Integer()))
+        )
+        returned: list[Any] = list(J.c)
+        if with_tags:
+            # the tags come back with the claimed rows: no second round trip
+            returned.append(
+                sa.select(sa.func.array_agg(T.c.tag))
+                .where(T.c.job_id == J.c.id)
+                .scalar_subquery()
+                .label("_tags")
+            )
+        values = claim_values(sa.bindparam("_claim_node", type_=J.c.owner.type))
+        return (
+            sa.update(J)
+            .where(self.claim_target(pick))
+            .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
+            .returning(*returned)
+        )
+
+    def claim(
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+    ) -> list[JobEntity]:
+        with_tags = self.tags_in_claim and self.load_tags_on_claim
+        key = (
+            None if execution_targets is None else tuple(execution_targets),
+            None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
+        )
+        stmt = self._claim_statements.get(key)
+        if stmt is None:
+            stmt = self._claim_statement(execution_targets, tag_filter, with_tags)
+            if len(self._claim_statements) < 64:
+                self._claim_statements[key] = stmt
+        rows: list[Any] = list(
+            conn.execute(stmt, {"_claim_node": node_id, "_claim_limit": limit}).mappings()
+        )
+        if with_tags:
+            return [row_to_job(r, r["_tags"] or ()) for r in rows]
+        return self.jobs_with_tags(conn, rows)
+
+
+def tags_for(conn: sa.Connection, ids: Sequence[UUID]) -> dict[UUID, list[str]]:
+    """The tags of the jobs ``ids``, read in chunks."""
+    found: dict[UUID, list[str]] = {}
+    for part in chunks(ids):
+        rows = conn.execute(sa.select(T.c.job_id, T.c.tag).where(T.c.job_id.in_(part)))
+        for job_id, tag in rows:
+            found.setdefault(job_id, []).append(tag)
+    return found
+
+
+__all__ = [
+    "CHUNK",
+    "Dialect",
+    "ReturningClaim",
+    "check_tags",
+    "chunks",
+    "claim_filter",
+    "claim_order",
+    "claim_values",
+    "duplicate_error",
+    "tagged",
+    "tags_for",
+]

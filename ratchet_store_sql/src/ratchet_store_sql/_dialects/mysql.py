@@ -1,0 +1,150 @@
+"""MySQL and MariaDB (PyMySQL): no ``UPDATE ... RETURNING``, so the claim and the fenced
+batch writes lock their rows with ``SELECT ... FOR UPDATE`` (``SKIP LOCKED`` for the claim
+where the server has it) and update them by id in the same transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from ratchet_api.model import NodeTagFilter
+from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_store_sql._base import SqlBase
+from ratchet_store_sql._dialects.base import (
+    PENDING,
+    RUNNING,
+    UTC_TYPE,
+    Dialect,
+    J,
+    claim_filter,
+    claim_order,
+    claim_values,
+    count_per_batch,
+    succeeded_values,
+)
+
+
+class MysqlDialect(Dialect):
+    name = "mysql"
+    is_mysql = True
+
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        self._skip: bool | None = None
+
+    def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
+        expr: sa.ColumnElement[Any] = sa.func.utc_timestamp(6)
+        if seconds:
+            expr = sa.func.timestampadd(sa.text("MICROSECOND"), round(seconds * 1_000_000), expr)
+        return sa.type_coerce(expr, UTC_TYPE)
+
+    def seconds_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        expr = sa.func.timestampdiff(sa.text("MICROSECOND"), start, end) / 1_000_000.0
+        return sa.type_coerce(expr, sa.Float())
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        return mysql.insert(table).prefix_with("IGNORE")
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        return mysql.insert(table).values(**values).on_duplicate_key_update(**update)
+
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        my = mysql.insert(table)
+        return my.on_duplicate_key_update({c: my.inserted[c] for c in columns})
+
+    # ------------------------------------------------------------------ hot statements
+
+    def _skip_locked(self, conn: sa.Connection) -> bool:
+        """``SKIP LOCKED`` is there: MariaDB 10.6+, MySQL 8+ (read once per store)."""
+        if self._skip is None:
+            version = conn.dialect.server_version_info or ()
+            if getattr(conn.dialect, "is_mariadb", False):
+                self._skip = tuple(version[:2]) >= (10, 6)
+            else:
+                self._skip = tuple(version[:1]) >= (8,)
+        return self._skip
+
+    def claim(
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+    ) -> list[JobEntity]:
+        # Lock the picked rows (skipping rows other claimers hold), update them by id, and
+        # build the result from the locked rows.
+        now = self.now()
+        locked = list(
+            conn.execute(
+                sa.select(J, now.label("_now"))
+                .where(*claim_filter(now, execution_targets, tag_filter))
+                .order_by(*claim_order())
+                .limit(limit)
+                .with_for_update(skip_locked=self._skip_locked(conn))
+            ).mappings()
+        )
+        if not locked:
+            return []
+        stamp = locked[0]["_now"]
+        ids = [r["id"] for r in locked]
+        conn.execute(
+            sa.update(J)
+            .where(J.c.id.in_(ids), J.c.status == PENDING)
+            .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **claim_values(node_id))
+        )
+        rows = []
+        for r in locked:
+            row = dict(r)
+            row.update(
+                status=RUNNING,
+                owner=node_id,
+                attempt=r["attempt"] + 1,
+                claim_seq=r["claim_seq"] + 1,
+                started_at=stamp,
+                heartbeat_at=stamp,
+                updated_at=stamp,
+                dispatched_at=None,
+            )
+            rows.append(row)
+        return self.jobs_with_tags(conn, rows)
+
+    def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        fence = self.running_claims(part)
+        locked = set(conn.execute(sa.select(J.c.id).where(fence).with_for_update()).scalars())
+        if locked:
+            # the first mark of a claim stands (a repeated mark still reports the claim current)
+            stamp = sa.func.coalesce(J.c.dispatched_at, self.now())
+            conn.execute(sa.update(J).where(J.c.id.in_(list(locked))).values(dispatched_at=stamp))
+        return locked
+
+    def succeed_chunk(
+        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        fence = self.running_claims([(c.job_id, c.claim_seq) for c in part])
+        done: list[Any] = list(
+            conn.execute(sa.select(J.c.id, J.c.batch_id).where(fence).with_for_update())
+        )
+        if done:
+            ids = [row[0] for row in done]
+            conn.execute(sa.update(J).where(J.c.id.in_(ids)).values(**succeeded_values(part, now)))
+        per_batch = count_per_batch(done)
+        if per_batch:
+            SqlBase._count_batch_children(conn, per_batch)
+        return {row[0] for row in done}
+
+
+__all__ = ["MysqlDialect"]

@@ -1,0 +1,390 @@
+"""PostgreSQL: the claim with ``FOR UPDATE SKIP LOCKED`` and its tags in one statement, and
+every hot write as ONE statement whatever the batch size (the fenced pairs travel as arrays
+joined back with ``unnest``), run in autocommit: one round trip each.
+
+``PostgresDialect`` runs them through SQLAlchemy (any PostgreSQL driver); ``PsycopgDialect``
+(psycopg 3, Ratchet's extra) sends the single-statement ones straight on the pooled driver
+connection, prepared by the driver, and bulk inserts with COPY.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from ratchet_api.errors import DuplicateJobError
+from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._convert import JOB_FIELDS, job_values
+from ratchet_store_sql._dialects.base import (
+    CHUNK,
+    UTC_TYPE,
+    J,
+    ReturningClaim,
+    T,
+    duplicate_error,
+    tagged,
+)
+from ratchet_store_sql._engine import explicit_prepare
+from ratchet_store_sql._errors import translate
+
+if TYPE_CHECKING:
+    from ratchet_store_sql._base import SqlBase
+
+_log = logging.getLogger("ratchet.store")
+
+ANALYZE_AFTER_ROWS = 1_000
+"""A bulk insert of at least this many rows refreshes the table's statistics when the planner
+knows fewer rows than were inserted (``PostgresDialect.after_bulk_insert``)."""
+
+_NOW = "timezone('UTC', statement_timestamp())"
+# The fence of a write by job id joined to ``v(id, seq)``: ``j.status || ''`` keeps the status
+# out of the index conditions, so that the primary key is the way in (``unindexed``)
+_FENCE = " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
+
+
+def _dispatch_many(async_commit: bool) -> Any:
+    """The started marks of many claims as one statement. ``async_commit``: the commit does
+    not wait for the WAL flush (``synchronous_commit`` off for this statement's own
+    transaction only, so only where the statement IS the transaction: autocommit). A started
+    mark sits between a job's hand-over to its thread and its start; a mark lost to a crash of
+    the server itself (not of a worker) makes recovery give the attempt back to a job that had
+    started, the at-least-once rule's usual duplicate. Every other write stays synchronous."""
+    relaxed = ", (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    return sa.text(
+        f"UPDATE {J.name} AS j SET dispatched_at = coalesce(j.dispatched_at, {_NOW})"
+        " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
+        f"{relaxed if async_commit else ''}{_FENCE} RETURNING j.id"
+    ).columns(sa.column("id", sa.Uuid()))
+
+
+_DISPATCH_MANY = _dispatch_many(async_commit=False)
+_DISPATCH_MANY_ASYNC_COMMIT = _dispatch_many(async_commit=True)
+
+_SUCCEED_MANY = sa.text(
+    f"WITH done AS (UPDATE {J.name} AS j SET status = 'SUCCEEDED', result = v.result,"
+    f" owner = NULL, finished_at = {_NOW}, updated_at = {_NOW}"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
+    " AS v(id, seq, result)"
+    f"{_FENCE} RETURNING j.id, j.batch_id),"
+    # batch children are counted by the same statement (the BatchStore progress contract)
+    f" counted AS (UPDATE {s.batches.name} AS b SET succeeded = b.succeeded + c.n"
+    " FROM (SELECT batch_id, count(*) AS n FROM done WHERE batch_id IS NOT NULL"
+    " GROUP BY batch_id) AS c WHERE b.id = c.batch_id)"
+    " SELECT id FROM done"
+).columns(sa.column("id", sa.Uuid()))
+
+_EXECUTION_COLUMNS = {
+    "id": "uuid",
+    "job_id": "uuid",
+    "attempt": "integer",
+    "node_id": "text",
+    "status": "text",
+    "started_at": "timestamp",
+    "finished_at": "timestamp",
+    "duration_ms": "bigint",
+    "error": "text",
+    "traceback": "text",
+    "superseded": "boolean",
+}
+_STAMPS = {"started_at", "finished_at"}
+_SAVE_EXECUTIONS = sa.text(
+    f"INSERT INTO {s.executions.name} ({', '.join(_EXECUTION_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"CAST(:{k} AS {v}[])" for k, v in _EXECUTION_COLUMNS.items())
+    + ") ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{k} = excluded.{k}" for k in _EXECUTION_COLUMNS if k != "id")
+)
+
+_NULL_BY_DEFAULT = frozenset(
+    index
+    for index, name in enumerate(JOB_FIELDS)
+    if J.c[name].nullable and J.c[name].server_default is None and J.c[name].default is None
+)
+"""Positions (in ``JOB_FIELDS``) of the job columns that are NULL when an INSERT omits them."""
+
+
+@functools.cache
+def _insert_statement(keyed: bool, tags: bool) -> Any:
+    """``insert_job`` as one statement, built once per variant (SQLAlchemy then caches its
+    compiled form): parameters are the row's columns (and ``_tags``). The job row is skipped
+    when its idempotency key exists; its tags go in a data-modifying CTE of the same
+    statement."""
+    insert = postgresql.insert(J).values(
+        {c: sa.bindparam(c, type_=J.c[c].type) for c in JOB_FIELDS}
+    )
+    if keyed:
+        insert = insert.on_conflict_do_nothing(index_elements=[J.c.idempotency_key])
+    stmt: Any = insert.returning(J.c.id)
+    if tags:
+        inserted = stmt.cte("inserted")
+        tag_rows = sa.select(
+            inserted.c.id,
+            sa.func.unnest(sa.bindparam("_tags", type_=postgresql.ARRAY(sa.Text))),
+        )
+        stmt = sa.select(inserted.c.id).add_cte(
+            sa.insert(T).from_select(["job_id", "tag"], tag_rows).cte("inserted_tags")
+        )
+    return stmt
+
+
+def _execution_arrays(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    return {
+        k: [r[k].replace(tzinfo=None) if k in _STAMPS and r[k] else r[k] for r in rows]
+        for k in _EXECUTION_COLUMNS
+    }
+
+
+class PostgresDialect(ReturningClaim):
+    name = "postgresql"
+    is_pg = True
+    autocommit_statements = True
+    tags_in_claim = True
+
+    def unindexed(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
+        # ``column || ''``: every job that runs leaves dead entries under 'RUNNING' (and under
+        # its node) in the status and owner indexes until the next vacuum; the planner does
+        # not count them, and when it took one of those indexes for a fenced write (a close
+        # call against the primary key, both estimated at one row) the write read tens of
+        # thousands of dead entries (measured: 33,600 per started mark in a 10,000-job run).
+        # With these columns out of the index conditions, the primary key is the only way in.
+        return sa.type_coerce(column.op("||")(sa.literal("")), sa.String())
+
+    def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
+        expr: sa.ColumnElement[Any] = sa.func.timezone("UTC", sa.func.statement_timestamp())
+        if seconds:
+            expr = expr + sa.func.make_interval(0, 0, 0, 0, 0, 0, sa.literal(seconds))
+        return sa.type_coerce(expr, UTC_TYPE)
+
+    def seconds_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        return sa.type_coerce(sa.func.extract("epoch", end - start), sa.Float())
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        return postgresql.insert(table).on_conflict_do_nothing()
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        pg = postgresql.insert(table).values(**values)
+        return pg.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
+
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        pg = postgresql.insert(table)
+        return pg.on_conflict_do_update(
+            index_elements=list(keys), set_={c: pg.excluded[c] for c in columns}
+        )
+
+    # ------------------------------------------------------------------ hot statements
+
+    def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        picked = pick.with_for_update(skip_locked=True).cte("picked")
+        return J.c.id.in_(sa.select(picked.c.id))
+
+    def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        params = {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]}
+        return set(conn.execute(_DISPATCH_MANY, params).scalars())
+
+    def succeed_chunk(
+        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        # One constant statement per batch whatever its size (prepared by psycopg after a few
+        # runs): the fenced pairs travel as three arrays joined back with unnest.
+        params = {
+            "ids": [c.job_id for c in part],
+            "seqs": [c.claim_seq for c in part],
+            "results": [c.result for c in part],
+        }
+        return set(conn.execute(_SUCCEED_MANY, params).scalars())
+
+    def insert_job(self, store: SqlBase, job: JobEntity, row: dict[str, Any]) -> JobEntity:
+        """One statement, so one round trip in autocommit: the job row (skipped when its
+        idempotency key exists), and its tags in a data-modifying CTE of the same statement."""
+        tags = sorted(set(job.tags))
+        stmt = _insert_statement(job.idempotency_key is not None, bool(tags))
+        if tags:
+            row = {**row, "_tags": tags}
+        if not self._insert(store, stmt, job, row):  # the idempotency key exists
+            with store._read("insert_job") as conn:
+                existing = store._find_one(conn, J.c.idempotency_key == job.idempotency_key)
+                if existing is None:
+                    # its job was deleted between the two statements
+                    raise DuplicateJobError(
+                        f"a job with idempotency key {job.idempotency_key!r} was inserted "
+                        "and removed concurrently"
+                    )
+                return existing
+        return tagged(job)
+
+    def _insert(self, store: SqlBase, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
+        """Run the insert statement: True if the row was written, False if its idempotency
+        key exists."""
+        with store._write_statement("insert_job") as conn:
+            try:
+                return conn.execute(stmt, row).first() is not None
+            except sa.exc.IntegrityError as exc:
+                raise duplicate_error(job, exc) from exc
+
+    def after_bulk_insert(self, store: SqlBase, inserted: int) -> None:
+        """``ANALYZE ratchet_jobs`` when the planner's row count for the table is below the
+        rows just inserted (a new table, or one that grew several-fold since autovacuum last
+        looked). With statistics of a near-empty table, PostgreSQL plans the claim as a
+        bitmap scan that sorts every pending job (measured: 80-140 ms per claim of 50 with
+        200,000 pending, an on-disk sort) instead of reading the claim index in order and
+        stopping at the limit (well under a millisecond); autovacuum would fix it only up to
+        a minute later. Best effort: a role that may not analyze the table is ignored."""
+        if inserted < ANALYZE_AFTER_ROWS:
+            return
+        try:
+            with store._write("analyze") as conn:
+                known = conn.execute(
+                    sa.text("SELECT reltuples FROM pg_class WHERE oid = CAST(:t AS regclass)"),
+                    {"t": J.name},
+                ).scalar()
+                if known is None or float(known) < inserted:
+                    conn.exec_driver_sql(f"ANALYZE {J.name}")
+        except Exception as exc:  # noqa: BLE001 - statistics are an optimisation
+            _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
+
+    def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
+        # one statement whatever the number of records (columns travel as arrays), so it runs
+        # in autocommit: one round trip
+        with store._write_statement("save_executions") as conn:
+            conn.execute(_SAVE_EXECUTIONS, _execution_arrays(rows))
+
+
+class PsycopgDialect(PostgresDialect):
+    """PostgreSQL on psycopg 3: the single-statement hot writes go straight on the pooled
+    driver connection (SQLAlchemy's per-execution work was a third of a single enqueue), and
+    bulk inserts use COPY."""
+
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        self._compiled: dict[int, str] = {}
+        # prepared by the driver, except behind a transaction-pooling PgBouncer
+        self._prepare = explicit_prepare(engine)
+
+    def _sql(self, stmt: Any) -> str:
+        """``stmt`` compiled once for the driver (its own parameter style)."""
+        sql = self._compiled.get(id(stmt))
+        if sql is None:
+            sql = self._compiled[id(stmt)] = str(stmt.compile(dialect=self.engine.dialect))
+        return sql
+
+    def autocommit(
+        self,
+        store: SqlBase,
+        operation: str,
+        stmt: Any,
+        params: Mapping[str, Any],
+        on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """One statement straight on the pooled psycopg connection in autocommit (prepared by
+        the driver unless a transaction pooler is in between, see ``explicit_prepare``); its
+        rows. Driver errors are translated as SQLAlchemy's would be (an
+        integrity error by ``on_integrity`` when given), and a connection found broken is
+        invalidated."""
+        store._check_open(operation)
+        sql = self._sql(stmt)
+        try:
+            raw = store._raw_connection()
+        except sa.exc.SQLAlchemyError as exc:
+            raise translate(exc, operation) from exc
+        try:
+            driver: Any = raw.driver_connection
+            driver.autocommit = True
+            try:
+                return list(driver.execute(sql, params, prepare=self._prepare).fetchall())
+            finally:
+                if not driver.closed:
+                    driver.autocommit = False
+        except Exception as exc:
+            dbapi_error = self.engine.dialect.loaded_dbapi.Error
+            lost = getattr(driver, "broken", False) or (
+                isinstance(exc, dbapi_error) and self.engine.dialect.is_disconnect(exc, raw, None)
+            )
+            error = sa.exc.DBAPIError.instance(
+                sql, dict(params), exc, dbapi_error, connection_invalidated=lost
+            )
+            if lost:
+                raw.invalidate(exc)
+            if on_integrity is not None and isinstance(error, sa.exc.IntegrityError):
+                raise on_integrity(error) from exc
+            if isinstance(error, sa.exc.DBAPIError):
+                raise translate(error, operation) from exc
+            raise
+        finally:
+            raw.close()
+
+    def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        if store._bound is not None or len(pairs) > CHUNK:
+            return super().mark_dispatched(store, pairs)
+        params = {"ids": [job_id for job_id, _ in pairs], "seqs": [seq for _, seq in pairs]}
+        rows = self.autocommit(store, "mark_dispatched", _DISPATCH_MANY_ASYNC_COMMIT, params)
+        return {row[0] for row in rows}
+
+    def _insert(self, store: SqlBase, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
+        if store._bound is not None:
+            return super()._insert(store, stmt, job, row)
+        params = {
+            k: v.replace(tzinfo=None) if isinstance(v, datetime) else v for k, v in row.items()
+        }
+        rows = self.autocommit(
+            store, "insert_job", stmt, params, on_integrity=lambda e: duplicate_error(job, e)
+        )
+        return bool(rows)
+
+    def bulk_row(self, job: JobEntity) -> Any:
+        return job_values(job)
+
+    def insert_rows(
+        self, conn: sa.Connection, rows: list[Any], tag_rows: list[dict[str, Any]]
+    ) -> None:
+        """The rows (``job_values`` tuples) go with COPY on the transaction's own connection
+        (several times faster than a multi-row INSERT). Driver errors are raised as
+        SQLAlchemy's, like every other statement of the store."""
+        driver: Any = conn.connection.driver_connection
+        # A column that is NULL in every row is left out of the COPY: the database writes NULL
+        # there itself, and each row is a third of the values to format (new jobs leave most
+        # columns empty). Only columns without a server default qualify (_NULL_BY_DEFAULT).
+        columns = list(zip(*rows, strict=True))
+        count = len(rows)
+        kept = [
+            index
+            for index, values in enumerate(columns)
+            if index not in _NULL_BY_DEFAULT or values.count(None) != count
+        ]
+        if len(kept) < len(columns):
+            rows = list(zip(*(columns[index] for index in kept), strict=True))
+        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS[index] for index in kept)}) FROM STDIN"
+        try:
+            with driver.cursor() as cursor:
+                # Datetimes go as they are (aware UTC, checked by job_values): PostgreSQL reads
+                # a literal for a `timestamp without time zone` column ignoring its offset,
+                # which for UTC values is exactly the naive UTC the schema stores.
+                with cursor.copy(sql) as copy:
+                    write = copy.write_row
+                    for row in rows:
+                        write(row)
+                if tag_rows:
+                    with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
+                        for tag in tag_rows:
+                            copy.write_row((tag["job_id"], tag["tag"]))
+        except self.engine.dialect.loaded_dbapi.Error as exc:
+            raise sa.exc.DBAPIError.instance(
+                sql, None, exc, self.engine.dialect.loaded_dbapi.Error
+            ) from exc
+
+
+__all__ = ["ANALYZE_AFTER_ROWS", "PostgresDialect", "PsycopgDialect"]

@@ -1,0 +1,142 @@
+"""SQLite (the standard library's ``sqlite3``): the clock read by the SQLite library,
+``UPDATE ... RETURNING`` from SQLite 3.35, and every write transaction opened with
+``BEGIN IMMEDIATE`` (the file's one write lock is taken before anything is read)."""
+
+from __future__ import annotations
+
+import functools
+import operator
+import sqlite3
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+
+from ratchet_api.errors import StoreError
+from ratchet_api.store.entities import Completion
+from ratchet_store_sql._base import SqlBase
+from ratchet_store_sql._convert import JOB_FIELDS
+from ratchet_store_sql._dialects.base import (
+    UTC_TYPE,
+    J,
+    ReturningClaim,
+    T,
+    chunks,
+    count_per_batch,
+    succeeded_values,
+)
+
+
+@functools.cache
+def _job_insert() -> str:
+    columns = ", ".join(JOB_FIELDS)
+    return f"INSERT INTO {J.name} ({columns}) VALUES ({', '.join('?' * len(JOB_FIELDS))})"
+
+
+def _params(conn: sa.Connection, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Rows as sqlite3 parameter tuples, each value through its column type's bind processor
+    (the conversions SQLAlchemy applies, without its per-row statement work)."""
+    processors = [J.c[f].type.bind_processor(conn.dialect) for f in JOB_FIELDS]
+    values = operator.itemgetter(*JOB_FIELDS)
+    return [
+        tuple(
+            v if p is None or v is None else p(v)
+            for p, v in zip(processors, values(r), strict=True)
+        )
+        for r in rows
+    ]
+
+
+class SqliteDialect(ReturningClaim):
+    name = "sqlite"
+    is_sqlite = True
+    immediate_writes = True
+
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        self.returning = sqlite3.sqlite_version_info >= (3, 35)
+        if not self.returning:
+            raise StoreError(
+                f"Ratchet needs SQLite 3.35 or later (UPDATE ... RETURNING); this Python has "
+                f"SQLite {sqlite3.sqlite_version}"
+            )
+
+    def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
+        # SQLite is embedded: "now" is read by the SQLite library in the statement itself
+        # (the host's clock as the C library sees it, millisecond precision), never by the
+        # application's Python clock. Every process on the host thus uses one time source
+        # for leases, heartbeats and due times, as the server clock does elsewhere. The
+        # text has the column format (YYYY-MM-DD HH:MM:SS.ffffff) so comparisons hold.
+        modifier = f"{seconds:+.6f} seconds"
+        expr = sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", modifier).concat("000")
+        return sa.type_coerce(expr, UTC_TYPE)
+
+    def seconds_between(
+        self, start: sa.ColumnElement[Any], end: sa.ColumnElement[Any]
+    ) -> sa.ColumnElement[float]:
+        expr = (sa.func.julianday(end) - sa.func.julianday(start)) * 86400.0
+        return sa.type_coerce(expr, sa.Float())
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        return sqlite_dialect.insert(table).on_conflict_do_nothing()
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        lite = sqlite_dialect.insert(table).values(**values)
+        return lite.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
+
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        lite = sqlite_dialect.insert(table)
+        return lite.on_conflict_do_update(
+            index_elements=list(keys), set_={c: lite.excluded[c] for c in columns}
+        )
+
+    def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
+        # BEGIN IMMEDIATE already holds the write lock: no row locks to take
+        return J.c.id.in_(pick.scalar_subquery())
+
+    def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
+        # the first mark of a claim stands (a repeated mark still reports the claim current)
+        stamp = sa.func.coalesce(J.c.dispatched_at, self.now())
+        stmt = (
+            sa.update(J)
+            .where(self.running_claims(part))
+            .values(dispatched_at=stamp)
+            .returning(J.c.id)
+        )
+        return set(conn.execute(stmt).scalars())
+
+    def succeed_chunk(
+        self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        fence = self.running_claims([(c.job_id, c.claim_seq) for c in part])
+        stmt = (
+            sa.update(J)
+            .where(fence)
+            .values(**succeeded_values(part, now))
+            .returning(J.c.id, J.c.batch_id)
+        )
+        done: list[Any] = list(conn.execute(stmt))
+        per_batch = count_per_batch(done)
+        if per_batch:
+            SqlBase._count_batch_children(conn, per_batch)
+        return {row[0] for row in done}
+
+    def insert_rows(
+        self, conn: sa.Connection, rows: list[Any], tag_rows: list[dict[str, Any]]
+    ) -> None:
+        # one executemany straight on sqlite3 (SQLAlchemy's per-row work was most of the time)
+        conn.exec_driver_sql(_job_insert(), _params(conn, rows))
+        for part in chunks(tag_rows, 2000):
+            conn.execute(sa.insert(T), list(part))
+
+
+__all__ = ["SqliteDialect"]
