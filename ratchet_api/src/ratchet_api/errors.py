@@ -136,6 +136,23 @@ class StoreDataError(StoreError, ValueError):
         self.job_id = job_id
 
 
+class StoreSpiVersionError(StoreError):
+    """A store declares a store SPI version this engine cannot run (another major version), or
+    declares its version in a malformed way. ``.store_version`` and ``.supported`` are the two
+    versions (None for a malformed declaration)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        store_version: object | None = None,
+        supported: object | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.store_version = store_version
+        self.supported = supported
+
+
 class DuplicateJobError(StoreError):
     """A job with the same id already exists."""
 
@@ -249,6 +266,7 @@ __all__ = [
     "SchedulerStoppedError",
     "StoreDataError",
     "StoreError",
+    "StoreSpiVersionError",
     "TransientStoreError",
     "UnsupportedCapabilityError",
 ]

@@ -1,6 +1,7 @@
 """Health of a Ratchet deployment, for probes: the store answers, its schema is current, and
-enough worker nodes heartbeat. Used by ``ratchet health`` (exit code) and the dashboard's
-``/healthz`` (HTTP status)."""
+enough worker nodes heartbeat; the ``spi`` check names the store SPI version and, for a store
+of an older minor version, the features disabled. Used by ``ratchet health`` (exit code) and
+the dashboard's ``/healthz`` (HTTP status)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import attrs
 
 from ratchet_api.errors import RatchetError
 from ratchet_api.store.protocols import JobStore
+from ratchet_core.store_compat import spi_status
 from ratchet_core.stores import require_schema
 
 
@@ -39,7 +41,8 @@ class HealthReport:
 
 
 def check_health(store: JobStore, *, node_timeout: timedelta, min_nodes: int = 0) -> HealthReport:
-    """Run the three checks; never raises for a failing store (the check says why)."""
+    """Run the checks (store, spi, schema, nodes); never raises for a failing store (the check
+    says why)."""
     try:
         now = store.server_now()
     except Exception as exc:  # noqa: BLE001 - any failure to answer is the finding
@@ -47,6 +50,10 @@ def check_health(store: JobStore, *, node_timeout: timedelta, min_nodes: int = 0
             checks=(HealthCheck(name="store", ok=False, detail=f"{type(exc).__name__}: {exc}"),)
         )
     checks = [HealthCheck(name="store", ok=True, detail=f"answers (clock {now.isoformat()})")]
+    try:  # informs (an older minor version runs, adapted); fails only for an unusable version
+        checks.append(HealthCheck(name="spi", ok=True, detail=spi_status(store).summary()))
+    except RatchetError as exc:
+        checks.append(HealthCheck(name="spi", ok=False, detail=str(exc)))
     try:
         require_schema(store)
         checks.append(HealthCheck(name="schema", ok=True, detail="current"))

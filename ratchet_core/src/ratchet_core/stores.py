@@ -15,6 +15,7 @@ from ratchet_api.errors import ConfigurationError, RatchetError, StoreError
 from ratchet_api.spi.runtime import RatchetConfig, RatchetConfigKey
 from ratchet_api.store.protocols import JobStore, SchemaManager
 from ratchet_core.config import STORE_URL, parse_bool, register_key
+from ratchet_core.store_compat import adapt_store
 
 STORE_AUTO_MIGRATE = register_key(
     RatchetConfigKey(
@@ -76,7 +77,9 @@ def redact_url(url: str) -> str:
 
 def open_store(url: str) -> JobStore:
     """Open the store handling ``url``'s scheme. Raises ``ConfigurationError`` naming
-    ``store.url`` (and the distribution to install) when no installed store handles it."""
+    ``store.url`` (and the distribution to install) when no installed store handles it, and
+    ``StoreSpiVersionError`` for a store of a store SPI major version this engine does not run;
+    a store of an older minor version is returned adapted (``store_compat.adapt_store``)."""
     scheme = url_scheme(url)
     available = store_entry_points()
     entry_point = available.get(scheme)
@@ -117,7 +120,13 @@ def open_store(url: str) -> JobStore:
         raise ConfigurationError(
             STORE_URL.name, f"{_redact(url)!r} cannot be opened: {exc}"
         ) from exc
-    return store
+    # The SPI version check: another major version is refused (and the store closed); an older
+    # minor one is wrapped so the engine always sees the current SPI (ratchet_core.store_compat).
+    try:
+        return adapt_store(store)
+    except RatchetError:
+        store.close()
+        raise
 
 
 def create_store(settings: RatchetConfig) -> JobStore:

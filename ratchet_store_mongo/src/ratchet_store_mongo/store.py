@@ -16,6 +16,7 @@ from pymongo.errors import InvalidURI, PyMongoError
 
 from ratchet_api.errors import ConfigurationError, StoreError
 from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.versions import STORE_SPI
 from ratchet_store_mongo._admin import AdminMixin
 from ratchet_store_mongo._base import Doc
 from ratchet_store_mongo._cluster import ClusterMixin
@@ -60,6 +61,9 @@ class MongoJobStore(
     Every method is thread safe (pymongo clients are). Datetimes are stored with millisecond
     precision: values are truncated to the millisecond when written.
     """
+
+    ratchet_store_spi = STORE_SPI
+    """The store SPI version this store implements (``ratchet_api.store.versions``)."""
 
     def __init__(
         self,

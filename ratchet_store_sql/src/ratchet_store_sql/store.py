@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from ratchet_api.errors import StoreError
 from ratchet_api.store import JobStore, SchemaManager
+from ratchet_api.store.versions import STORE_SPI
 from ratchet_store_sql._capabilities import (
     AnalyticsOperations,
     ArchiveOperations,
@@ -60,6 +61,9 @@ class SqlJobStore(
 
     Thread safe: one instance serves every thread of a process (a connection pool underneath).
     """
+
+    ratchet_store_spi = STORE_SPI
+    """The store SPI version this store implements (``ratchet_api.store.versions``)."""
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``pytest11: ratchet_tck``).
 
 Options: ``--ratchet-tck-report=DIR`` writes the compatibility report of every contract test
-that ran in the session; ``--ratchet-tck-name`` names the store in it; ``--ratchet-tck-fixture=
+that ran in the session; ``--ratchet-tck-name`` names the store in it; ``--ratchet-tck-spi=1.0``
+certifies for that store SPI version (default: the version the store declares); ``--ratchet-tck-fixture=
 pkg.module:factory`` provides the ``tck_fixture`` fixture from an import path (a store's own
 ``tck_fixture`` fixture takes precedence).
 """
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ratchet_tck._session import ADVERTISED, subject_of
+from ratchet_api.store.versions import SPI_1_0, STORE_SPI
+from ratchet_tck._session import ADVERTISED, SPI, subject_of
 from ratchet_tck.contracts.base import StoreContract
 from ratchet_tck.fixture import StoreFixture
 from ratchet_tck.loader import open_fixture
@@ -34,6 +36,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="NAME",
         default="store",
         help="the store name shown in the compatibility report",
+    )
+    group.addoption(
+        "--ratchet-tck-spi",
+        metavar="VERSION",
+        default=None,
+        help="certify for this store SPI version (e.g. 1.0); default: the version the store "
+        "declares (ratchet_store_spi; 1.0 when it declares none)",
     )
     group.addoption(
         "--ratchet-tck-fixture",
@@ -113,12 +122,22 @@ class _Recorder:
         """One report per subject (per ``tck_fixture`` parametrization) of this session."""
         name = str(self.config.getoption("ratchet_tck_name"))
         advertised = self.config.stash.get(ADVERTISED, {})
+        versions = self.config.stash.get(SPI, {})
         subjects = sorted({s for s, _ in self.outcomes.values()} | set(advertised))
         reports = []
         for subject in subjects:
             mine = [o for s, o in self.outcomes.values() if s == subject]
             full = f"{name}[{subject}]" if subject else name
-            reports.append(build_report(full, mine, advertised.get(subject, set())))
+            declared, target = versions.get(subject, (str(SPI_1_0), str(STORE_SPI)))
+            reports.append(
+                build_report(
+                    full,
+                    mine,
+                    advertised.get(subject, set()),
+                    spi_declared=declared,
+                    spi_target=target,
+                )
+            )
         return reports
 
     def pytest_sessionfinish(self) -> None:
@@ -136,7 +155,8 @@ class _Recorder:
         for report, path in self.written:
             t = report.totals()
             terminalreporter.write_line(
-                f"{report.name}: {report.verdict} ({t['passed']} passed, {t['failed']} failed, "
+                f"{report.name}: {report.verdict} for store SPI {report.spi_target} "
+                f"({t['passed']} passed, {t['failed']} failed, "
                 f"{t['skipped']} skipped of {t['total']} tests); {path}"
             )
 

@@ -12,8 +12,16 @@ from typing import Any, Literal
 
 import attrs
 
+from ratchet_api.store.versions import (
+    MIGRATION_GUIDE,
+    SPI_1_0,
+    STORE_SPI,
+    changes_since,
+    parse_spi_version,
+)
 from ratchet_tck.contracts.base import StoreContract
 from ratchet_tck.registry import ALL_CONTRACTS
+from ratchet_tck.versions import tests_by_version
 
 # Kept in step with the engine: a test checks that every optional capability has an entry.
 
@@ -78,6 +86,10 @@ class CompatibilityReport:
     generated_at: datetime
     capabilities: tuple[str, ...]
     contracts: tuple[ContractResult, ...]
+    spi_declared: str = str(SPI_1_0)
+    """The store SPI version the store declares (``ratchet_store_spi``; 1.0 without one)."""
+    spi_target: str = str(STORE_SPI)
+    """The version the run certified the store for (``--ratchet-tck-spi``, else declared)."""
 
     @property
     def blocking(self) -> list[ContractResult]:
@@ -106,6 +118,37 @@ class CompatibilityReport:
             if (name := c.capability) is not None and name not in self.capabilities
         }
 
+    @property
+    def spi_met(self) -> str | None:
+        """The store SPI version the store meets: the version certified for when compatible,
+        else None."""
+        return self.spi_target if self.compatible else None
+
+    def contracts_by_version(self) -> dict[str, dict[str, int]]:
+        """Per contract, how many of its tests each SPI version introduced (a store certified
+        for a version runs the tests of that version and every earlier one, except tests that
+        a later version replaced)."""
+        return {
+            c.__name__: {str(v): len(tests) for v, tests in tests_by_version(c).items()}
+            for c in ALL_CONTRACTS
+            if c.__name__ in {r.name for r in self.contracts}
+        }
+
+    def later_versions(self) -> list[dict[str, str]]:
+        """What the engine adds after the certified version: for a store at an older version,
+        each change with what the store loses and the engine's fallback."""
+        target = parse_spi_version(self.spi_target)
+        return [
+            {
+                "version": str(c.version),
+                "member": c.member,
+                "change": c.change,
+                "lost": c.lost,
+                "fallback": c.fallback,
+            }
+            for c in changes_since(target)
+        ]
+
     def totals(self) -> dict[str, int]:
         return {
             key: sum(getattr(c, key) for c in self.contracts)
@@ -118,6 +161,14 @@ class CompatibilityReport:
             "generated_at": self.generated_at.isoformat(),
             "verdict": self.verdict,
             "compatible": self.compatible,
+            "spi": {
+                "declared": self.spi_declared,
+                "certified_for": self.spi_target,
+                "met": self.spi_met,
+                "newest": str(STORE_SPI),
+                "contracts_by_version": self.contracts_by_version(),
+                "older_store_loses": self.later_versions(),
+            },
             "capabilities": list(self.capabilities),
             "disabled_features": self.disabled_features(),
             "totals": self.totals(),
@@ -145,6 +196,10 @@ class CompatibilityReport:
             "",
             f"**Verdict: {self.verdict}**",
             "",
+            f"Store SPI: certified for **{self.spi_target}**"
+            + (f", met: **{self.spi_met}**" if self.spi_met else ", not met")
+            + f" (the store declares {self.spi_declared}; this TCK's newest is {STORE_SPI}).",
+            "",
             f"Generated {self.generated_at.isoformat(timespec='seconds')}; "
             f"{len(self.contracts)} contracts, {t['total']} tests: {t['passed']} passed, "
             f"{t['failed']} failed, {t['skipped']} skipped.",
@@ -152,14 +207,17 @@ class CompatibilityReport:
             "Capabilities advertised: "
             + (", ".join(f"`{c}`" for c in self.capabilities) or "none"),
             "",
-            "| contract | kind | result | passed | failed | skipped | total |",
-            "|---|---|---|---:|---:|---:|---:|",
+            "| contract | kind | SPI versions (tests) | result | passed | failed | skipped "
+            "| total |",
+            "|---|---|---|---|---:|---:|---:|---:|",
         ]
+        by_version = self.contracts_by_version()
         for c in self.contracts:
             kind = "required" if c.required else f"capability `{c.capability}`"
+            versions = ", ".join(f"{v}: {n}" for v, n in by_version.get(c.name, {}).items())
             lines.append(
-                f"| {c.name} | {kind} | {c.status} | {c.passed} | {c.failed} | {c.skipped} "
-                f"| {c.total} |"
+                f"| {c.name} | {kind} | {versions} | {c.status} | {c.passed} | {c.failed} "
+                f"| {c.skipped} | {c.total} |"
             )
         if self.blocking:
             lines += ["", "## Why not compatible", ""]
@@ -172,6 +230,21 @@ class CompatibilityReport:
         if disabled:
             lines += ["", "## What the missing capabilities disable", ""]
             lines += [f"- `{name}`: {what}" for name, what in disabled.items()]
+        later = self.later_versions()
+        if later:
+            lines += [
+                "",
+                f"## What a store at SPI {self.spi_target} loses",
+                "",
+                f"The engine runs a store of an older minor version through its compatibility "
+                f"adapter; these features of later versions are disabled (see "
+                f"{MIGRATION_GUIDE} to move the store up):",
+                "",
+            ]
+            lines += [
+                f"- {c['version']} `{c['member']}`: {c['lost']} (engine: {c['fallback']})"
+                for c in later
+            ]
         skips = [(c.name, r) for c in self.contracts if c.status != "n/a" for r in c.skip_reasons]
         if skips:
             lines += ["", "## Skipped tests", ""]
@@ -224,6 +297,9 @@ def build_report(
     capabilities: Iterable[str],
     contracts: tuple[type[StoreContract], ...] = ALL_CONTRACTS,
     generated_at: datetime | None = None,
+    *,
+    spi_declared: str = str(SPI_1_0),
+    spi_target: str = str(STORE_SPI),
 ) -> CompatibilityReport:
     """Summarize test outcomes per contract. A contract with no outcome is ``missing``."""
     by_contract: Mapping[str, list[TestOutcome]] = {c.__name__: [] for c in contracts}
@@ -235,6 +311,8 @@ def build_report(
         generated_at=generated_at or datetime.now(UTC),
         capabilities=tuple(sorted(set(capabilities))),
         contracts=tuple(_result(c, by_contract[c.__name__]) for c in contracts),
+        spi_declared=spi_declared,
+        spi_target=spi_target,
     )
 
 

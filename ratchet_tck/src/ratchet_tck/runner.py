@@ -24,13 +24,15 @@ def run_contracts(
     contracts: Sequence[type[StoreContract]] = ALL_CONTRACTS,
     extra_args: Sequence[str] = (),
     in_process: bool = False,
+    spi: str | None = None,
 ) -> tuple[int, dict[str, object]]:
     """Run ``contracts`` against the fixture import path, write the report into ``out`` and
     return pytest's exit code with the report's JSON.
 
     By default pytest runs in a child interpreter (``python -m pytest``) with the current
     directory importable, so assertion rewriting and the caller's state stay clean;
-    ``in_process=True`` runs ``pytest.main`` here instead."""
+    ``in_process=True`` runs ``pytest.main`` here instead. ``spi`` (``"1.0"``) certifies for
+    that store SPI version instead of the one the store declares."""
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     selected = " or ".join(f"Test{c.__name__}" for c in contracts)
@@ -58,6 +60,8 @@ def run_contracts(
             "--ratchet-tck-name",
             name,
         ]
+        if spi:
+            args += ["--ratchet-tck-spi", spi]
         if len(contracts) != len(ALL_CONTRACTS):
             args += ["-k", selected]
         if in_process:

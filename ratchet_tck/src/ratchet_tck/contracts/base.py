@@ -11,11 +11,13 @@ from typing import Any, ClassVar, TypeVar
 
 import pytest
 
-from ratchet_api.errors import StoreDataError
+from ratchet_api.errors import StoreDataError, StoreError
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import CAPABILITIES, JobStore
-from ratchet_tck._session import ADVERTISED, subject_of
+from ratchet_api.store.versions import SPI_1_0, STORE_SPI, SpiVersion, declared_spi_version
+from ratchet_tck._session import ADVERTISED, SPI, subject_of
 from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.versions import applies, target_version, versions_of
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -34,6 +36,11 @@ class StoreContract:
     __test__ = False
     capability: ClassVar[type | None] = None
     summary: ClassVar[str] = ""
+    spi_since: ClassVar[SpiVersion] = SPI_1_0
+    """The store SPI version that introduced the contract (its unmarked tests belong to it
+    and every later version; ``ratchet_tck.versions.spi`` marks single tests)."""
+    spi_target: SpiVersion = STORE_SPI
+    """The version this run certifies the store for (set before each test)."""
 
     @pytest.fixture(autouse=True)
     def _tck_contract_scope(
@@ -47,6 +54,22 @@ class StoreContract:
         cap = type(self).capability
         if cap is not None and store.capability(cap) is None:
             pytest.skip(f"N/A: store does not advertise {cap.__name__}")
+        try:
+            target = target_version(request.config.getoption("ratchet_tck_spi", None), store)
+        except (ValueError, StoreError) as exc:
+            pytest.fail(f"cannot tell which store SPI version to certify for: {exc}")
+        request.config.stash.setdefault(SPI, {})[subject_of(request.node)] = (
+            str(declared_spi_version(store)),
+            str(target),
+        )
+        since, until = versions_of(type(self), getattr(request.node, "originalname", ""))
+        if not applies(since, until, target):
+            if until is None:
+                which = f"{since}+"
+            else:
+                which = f"{since} only" if until == since else f"{since}..{until}"
+            pytest.skip(f"N/A: a test of store SPI {which}, certifying for {target}")
+        self.spi_target = target
         try:
             yield
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -11,8 +12,10 @@ from ratchet_api.errors import StoreDataError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import NodeEntity
+from ratchet_api.store.versions import SPI_1_0, SPI_1_1
 from ratchet_tck.contracts.base import StoreContract, naive, raises_store_data_error
 from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.versions import spi
 
 
 class JobBulkStoreContract(StoreContract):
@@ -53,6 +56,7 @@ class JobBulkStoreContract(StoreContract):
         for job in good:
             assert store.find_by_id(job.id) is None, "bulk_insert must be all or nothing"
 
+    @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_of_dead_nodes(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         jobs = [self.insert(tck_fixture) for _ in range(3)]
@@ -72,6 +76,31 @@ class JobBulkStoreContract(StoreContract):
         assert store.mark_succeeded(a.id, a.claim_seq, "old owner") is False
         assert store.reset_orphan_jobs([], cutoff) == 0
 
+    @spi(until=SPI_1_0)
+    def test_reset_orphan_jobs_of_dead_nodes_keeps_the_attempt_counted(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """Store SPI 1.0: ``reset_orphan_jobs(node_ids)`` (no cutoff, no started marks) puts
+        the RUNNING jobs of the listed nodes back to PENDING due now, owner cleared, attempt
+        counted; other nodes keep theirs and the old claim is superseded. 1.1 replaced it
+        with the cutoff and the started-mark rule (the test above)."""
+        store = tck_fixture.store()
+        jobs = [self.insert(tck_fixture) for _ in range(3)]
+        a = self.claim_one(store, "tck-dead-1")
+        b = self.claim_one(store, "tck-dead-2")
+        alive = self.claim_one(store, "tck-alive")
+        assert {a.id, b.id, alive.id} == {j.id for j in jobs}
+        legacy: Any = store  # the 1.0 signature
+        assert legacy.reset_orphan_jobs(["tck-dead-1", "tck-dead-2", "tck-absent"]) == 2
+        for job in (a, b):
+            reset = self.reload(store, job)
+            assert (reset.status, reset.owner, reset.attempt) == (JobStatus.PENDING, None, 1)
+            assert reset.scheduled_at <= store.server_now()
+        assert self.reload(store, alive).owner == "tck-alive"
+        assert store.mark_succeeded(a.id, a.claim_seq, "old owner") is False
+        assert legacy.reset_orphan_jobs([]) == 0
+
+    @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_gives_back_the_attempt_of_undispatched_claims(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -89,6 +118,7 @@ class JobBulkStoreContract(StoreContract):
         assert (after_queued.status, after_queued.attempt) == (JobStatus.PENDING, 0)
         assert after_ran.dispatched_at is None and after_queued.dispatched_at is None
 
+    @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_spares_a_node_that_heartbeat_again(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -110,6 +140,7 @@ class JobBulkStoreContract(StoreContract):
             assert (kept.status, kept.owner) == (JobStatus.RUNNING, "tck-zombie")
         assert store.mark_succeeded(fresh.id, fresh.claim_seq, "kept") is True
 
+    @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_spares_jobs_claimed_after_the_cutoff(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -134,6 +165,7 @@ class JobBulkStoreContract(StoreContract):
         )
         assert store.mark_succeeded(fresh.id, fresh.claim_seq, "kept") is True
 
+    @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_refuses_naive_cutoff(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         with raises_store_data_error("heartbeat_before"):

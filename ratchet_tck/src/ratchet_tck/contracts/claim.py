@@ -14,9 +14,11 @@ import pytest
 from ratchet_api.model import MAX_PRIORITY, JobPriority, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck._workers import claim_until_empty
 from ratchet_tck.contracts.base import StoreContract, assert_same_instant
 from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.versions import spi
 
 RACE_JOBS = 200
 THREADS = 8
@@ -102,6 +104,7 @@ class JobClaimStoreContract(StoreContract):
         claimed = store.claim_next_batch("tck-node", len(expected))
         assert [j.id for j in claimed] == batch_order
 
+    @spi(since=SPI_1_1)
     def test_integer_priorities_order_claims_exactly(self, tck_fixture: StoreFixture) -> None:
         """Any int of -100..100 is a priority; claims follow the numbers exactly (50 before
         10), not a few levels, and the named points sit among them."""
@@ -125,6 +128,7 @@ class JobClaimStoreContract(StoreContract):
         assert self.reload(store, job).status is JobStatus.RUNNING
         assert store.mark_succeeded(job.id, second.claim_seq, '"ok"') is True
 
+    @spi(since=SPI_1_1)
     def test_mark_dispatched_applies_to_current_claims_only(
         self, tck_fixture: StoreFixture
     ) -> None:

@@ -10,6 +10,7 @@ from datetime import timedelta
 
 from ratchet_api.model import JobPriority, JobStatus
 from ratchet_api.store.protocols import FlowControlStore, LockStore, ResourcePermitStore
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck.contracts.base import StoreContract, assert_same_instant, wait_until
 from ratchet_tck.contracts.base_race import race
 from ratchet_tck.fixture import StoreFixture, now_ms
@@ -173,6 +174,7 @@ class FlowControlStoreContract(StoreContract):
     """Deferred claims keep the attempt uncounted; rate-limit buckets never over-grant."""
 
     capability = FlowControlStore
+    spi_since = SPI_1_1  # a capability new in store SPI 1.1
     summary = (
         "deferred claim (fenced, attempt not counted, due later), bucket grants, 8-thread race"
     )

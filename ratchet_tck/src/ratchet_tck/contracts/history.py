@@ -26,6 +26,7 @@ from ratchet_api.store.protocols import (
     JobExtensionStore,
     JobQueryStore,
 )
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck.contracts.base import (
     StoreContract,
     assert_same_instant,
@@ -33,6 +34,7 @@ from ratchet_tck.contracts.base import (
     raises_store_data_error,
 )
 from ratchet_tck.fixture import StoreFixture, now_ms
+from ratchet_tck.versions import spi
 
 
 def finished(
@@ -118,6 +120,7 @@ class ArchiveStoreContract(StoreContract):
         with raises_store_data_error("cutoff"):
             archive.delete_archived_before(naive(now_ms()), 10)
 
+    @spi(since=SPI_1_1)
     def test_archive_finished_before_only_the_given_statuses(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -142,6 +145,7 @@ class ArchiveStoreContract(StoreContract):
         with raises_store_data_error("statuses"):
             archive.archive_finished_before(cutoff, 10, statuses=[JobStatus.PENDING])
 
+    @spi(since=SPI_1_1)
     def test_delete_archived_before_cutoff_with_limit(self, tck_fixture: StoreFixture) -> None:
         archive = self.cap(tck_fixture, ArchiveStore)
         store = tck_fixture.store()
@@ -430,6 +434,7 @@ class JobAuditStoreContract(StoreContract):
             assert found[1].error is None
             assert_same_instant(found[1].finished_at, records[0].finished_at, "finished_at")
 
+    @spi(since=SPI_1_1)
     def test_traceback_and_superseded_are_kept(self, tck_fixture: StoreFixture) -> None:
         audit = self.cap(tck_fixture, JobAuditStore)
         job = self.insert(tck_fixture)

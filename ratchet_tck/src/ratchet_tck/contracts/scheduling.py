@@ -28,9 +28,11 @@ from ratchet_api.store.protocols import (
     SignalStore,
     WorkflowConditionStore,
 )
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck.contracts.base import StoreContract, assert_same_instant, wait_until
 from ratchet_tck.contracts.base_race import race
 from ratchet_tck.fixture import StoreFixture, now_ms
+from ratchet_tck.versions import spi
 
 
 def _recurring(name: str, fire_in: timedelta, enabled: bool = True) -> RecurringJobEntity:
@@ -139,6 +141,7 @@ class RecurringJobStoreContract(StoreContract):
         )
         assert wins.count(True) == 1
 
+    @spi(since=SPI_1_1)
     def test_advance_many_applies_each_compare_and_set_on_its_own(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -166,6 +169,7 @@ class RecurringJobStoreContract(StoreContract):
                 assert_same_instant(current.last_fired_at, fire[name], f"{name}.last_fired_at")
         assert rec.advance_next_fire_many([]) == set()
 
+    @spi(since=SPI_1_1)
     def test_racing_batches_win_each_fire_time_once_without_deadlock(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -273,6 +277,7 @@ class BatchStoreContract(StoreContract):
         wins = race(8, lambda _: batches.mark_batch_complete_if_ready(batch.id))
         assert wins.count(True) == 1
 
+    @spi(since=SPI_1_1)
     def test_insert_batch_writes_the_batch_and_its_jobs_together(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -293,6 +298,7 @@ class BatchStoreContract(StoreContract):
         assert batches.find_batch(clash.id) is None, "the batch survived its jobs' failure"
         assert store.find_by_id(fresh.id) is None, "a job survived its batch's failure"
 
+    @spi(since=SPI_1_1)
     def test_chunks_skip_existing_keys_and_count_only_what_they_insert(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -319,6 +325,7 @@ class BatchStoreContract(StoreContract):
         with pytest.raises(InvalidStateTransitionError):
             batches.add_batch_jobs(uuid7(), chunk(7, 8))
 
+    @spi(since=SPI_1_1)
     def test_terminal_transitions_count_children_in_their_batch(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -341,6 +348,7 @@ class BatchStoreContract(StoreContract):
         assert (found.succeeded, found.failed, found.pending) == (3, 2, 0)
         assert batches.mark_batch_complete_if_ready(batch.id)
 
+    @spi(since=SPI_1_1)
     def test_last_children_finishing_together_complete_the_batch_once(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -361,6 +369,7 @@ class BatchStoreContract(StoreContract):
         found = batches.find_batch(batch.id)
         assert found is not None and (found.succeeded, found.failed) == (4, 4)
 
+    @spi(since=SPI_1_1)
     def test_recount_repairs_lost_counts_and_never_lowers_them(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -382,6 +391,7 @@ class BatchStoreContract(StoreContract):
         assert kept is not None and kept.succeeded == 1, "recount lowered a count"
         assert batches.recount_batch(uuid7()) is None
 
+    @spi(since=SPI_1_1)
     def test_find_batches_newest_first_by_status_and_record_error(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -560,6 +570,7 @@ class SignalStoreContract(StoreContract):
         assert results.count(True) == 1
         assert self.reload(store, job).status in (JobStatus.PENDING, JobStatus.FAILED)
 
+    @spi(since=SPI_1_1)
     def test_expire_signal_to_cancelled_or_pending(self, tck_fixture: StoreFixture) -> None:
         signals = self.cap(tck_fixture, SignalStore)
         store = tck_fixture.store()
@@ -590,6 +601,7 @@ class SignalStoreContract(StoreContract):
         with pytest.raises(StoreDataError):
             signals.expire_signal(dropped.id, "bad", JobStatus.SUCCEEDED)
 
+    @spi(since=SPI_1_1)
     def test_find_jobs_by_signal_key(self, tck_fixture: StoreFixture) -> None:
         signals = self.cap(tck_fixture, SignalStore)
         base = tck_fixture.store().server_now()

@@ -9,6 +9,7 @@ import attrs
 from ratchet_api.model import StateWriteResult
 from ratchet_api.store.entities import StoredValue
 from ratchet_api.store.protocols import JobExtensionStore, SealedValueStore
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck.contracts.base import StoreContract, raises_store_data_error
 from ratchet_tck.fixture import StoreFixture
 
@@ -18,6 +19,7 @@ class SealedValueStoreContract(StoreContract):
     job across pages; rewrites apply only while the stored text is unchanged."""
 
     capability = SealedValueStore
+    spi_since = SPI_1_1  # a capability new in store SPI 1.1
     summary = "paged value scans in id order, compare-and-set rewrites of job columns and state"
 
     def _scan_all(

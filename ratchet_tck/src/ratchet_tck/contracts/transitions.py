@@ -7,6 +7,7 @@ from datetime import timedelta
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity
+from ratchet_api.store.versions import SPI_1_1
 from ratchet_tck.contracts.base import (
     StoreContract,
     assert_same_instant,
@@ -15,6 +16,7 @@ from ratchet_tck.contracts.base import (
 )
 from ratchet_tck.contracts.base_race import race
 from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.versions import spi
 
 
 def _running(contract: StoreContract, fixture: StoreFixture, node: str = "tck-node") -> JobEntity:
@@ -298,6 +300,7 @@ class JobBatchStatusStoreContract(StoreContract):
         assert (again.attempt, again.claim_seq) == (1, 2)
         assert store.release_claim(job.id, job.claim_seq) is False, "old claim is stale"
 
+    @spi(since=SPI_1_1)
     def test_release_claim_with_run_at_reschedules_without_counting(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -318,6 +321,7 @@ class JobBatchStatusStoreContract(StoreContract):
         with raises_store_data_error("run_at", "scheduled_at"):
             store.release_claim(again.id, again.claim_seq, run_at=naive(later))
 
+    @spi(since=SPI_1_1)
     def test_release_unless_dispatched_keeps_a_started_claim(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -392,6 +396,7 @@ class JobBatchStatusStoreContract(StoreContract):
         assert kept.id not in found
         assert len(store.find_orphaned_children(1)) == 1
 
+    @spi(since=SPI_1_1)
     def test_settle_children_moves_each_waiting_child_as_told(
         self, tck_fixture: StoreFixture
     ) -> None:
@@ -438,6 +443,7 @@ class JobBatchStatusStoreContract(StoreContract):
         assert again == set(), "a settled child is never moved again"
         assert self.reload(store, drop).status is JobStatus.CANCELLED
 
+    @spi(since=SPI_1_1)
     def test_racing_settlements_move_a_child_once(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
         parent = store.insert_job(tck_fixture.new_batch_parent_job())
