@@ -7,15 +7,19 @@ can name them (``tests.tck.broken_stores:DoubleClaimFixture``).
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import attrs
 
+from ratchet_api.errors import StoreError
 from ratchet_api.model import JobStatus, NodeTagFilter, StateWriteResult, VersionedState
 from ratchet_api.store.entities import BatchEntity, JobEntity, LockEntity, NodeEntity
+from ratchet_api.store.protocols import JobStore
 from ratchet_tck.fixture import BaseStoreFixture
 from ratchet_tck.memory import CoreMemoryStore, InMemoryJobStore
 
@@ -308,6 +312,86 @@ class PermitOverLimitStore(InMemoryJobStore):
             return True
 
 
+class MemoryTransaction:
+    """A caller's transaction over an in-memory store: the writes made through a view joined
+    to it are undone, newest first, by ``rollback``."""
+
+    def __init__(self) -> None:
+        self.undo: list[Callable[[], None]] = []
+
+    @property
+    def handle(self) -> object:
+        return self
+
+    def commit(self) -> None:
+        self.undo.clear()
+
+    def rollback(self) -> None:
+        while self.undo:
+            self.undo.pop()()
+
+
+class TransactionalMemoryStore(InMemoryJobStore):
+    """Not broken: ``joined`` views put ``insert_job`` (REQUIRED) in the caller's transaction
+    and leave the liveness writes (REQUIRES_NEW) out of it."""
+
+    _tx: MemoryTransaction | None = None
+
+    def joined(self, transaction: object) -> JobStore:
+        if not isinstance(transaction, MemoryTransaction):
+            raise StoreError(f"cannot join {transaction!r}")
+        view = copy.copy(self)
+        view._tx = transaction
+        return view
+
+    def insert_job(self, job: JobEntity) -> JobEntity:
+        stored = super().insert_job(job)
+        if self._tx is not None:
+
+            def undo() -> None:
+                self.delete_job(job.id)
+
+            self._tx.undo.append(undo)
+        return stored
+
+    def _joining(self, table: dict[str, Any]) -> None:
+        """Record ``table`` as it is now, for the caller's rollback (the defect below)."""
+        if self._tx is not None:
+            before = dict(table)
+
+            def restore() -> None:
+                with self._s.lock:
+                    table.clear()
+                    table.update(before)
+
+            self._tx.undo.append(restore)
+
+
+class JoinedLivenessStore(TransactionalMemoryStore):
+    """Heartbeats, node deletions and lock writes through a joined view join the caller's
+    transaction: its rollback undoes them."""
+
+    def upsert_heartbeat(self, node: NodeEntity) -> None:
+        self._joining(self._s.nodes)
+        super().upsert_heartbeat(node)
+
+    def delete_nodes_by_ids(self, node_ids: Sequence[str]) -> int:
+        self._joining(self._s.nodes)
+        return super().delete_nodes_by_ids(node_ids)
+
+    def try_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        self._joining(self._s.locks)
+        return super().try_lock(name, owner, ttl)
+
+    def unlock(self, name: str, owner: str) -> bool:
+        self._joining(self._s.locks)
+        return super().unlock(name, owner)
+
+    def renew_lock(self, name: str, owner: str, ttl: timedelta) -> bool:
+        self._joining(self._s.locks)
+        return super().renew_lock(name, owner, ttl)
+
+
 def _fixture(store_cls: type[CoreMemoryStore]) -> type[BaseStoreFixture]:
     class Fixture(BaseStoreFixture):
         def __init__(self) -> None:
@@ -318,6 +402,11 @@ def _fixture(store_cls: type[CoreMemoryStore]) -> type[BaseStoreFixture]:
 
         def cleanup_store(self) -> None:
             self._store.clear()
+
+        def begin_transaction(self) -> MemoryTransaction | None:
+            if isinstance(self._store, TransactionalMemoryStore):
+                return MemoryTransaction()
+            return None
 
     Fixture.__name__ = Fixture.__qualname__ = f"{store_cls.__name__}Fixture"
     return Fixture
@@ -343,5 +432,8 @@ ArchiveDropsStateFixture = _fixture(ArchiveDropsStateStore)
 DeleteLeavesPropertiesFixture = _fixture(DeleteLeavesPropertiesStore)
 DoubleSignalFixture = _fixture(DoubleSignalStore)
 PermitOverLimitFixture = _fixture(PermitOverLimitStore)
+JoinedLivenessFixture = _fixture(JoinedLivenessStore)
+TransactionalMemoryFixture = _fixture(TransactionalMemoryStore)
+"""Not broken: the memory store with callers' transactions (REQUIRES_NEW kept)."""
 CoreOnlyFixture = _fixture(CoreMemoryStore)
 """Not broken: a store with no optional capability (its capability contracts are N/A)."""

@@ -11,6 +11,7 @@ import pytest
 
 import ratchet_tck as tck
 from ratchet_tck.contracts.base import StoreContract
+from ratchet_tck.contracts.joined import JobStoreJoinedContract
 from ratchet_tck.report import VERDICT_COMPATIBLE
 from ratchet_tck.runner import run_contracts
 
@@ -93,6 +94,15 @@ CASES: list[tuple[str, type[StoreContract], str]] = [
         tck.ResourcePermitStoreContract,
         "test_expired_permits_do_not_count",
     ),
+    *(
+        ("JoinedLivenessFixture", tck.TransactionBoundaryContract, test)
+        for test in (
+            "test_a_heartbeat_through_a_joined_view_survives_the_callers_rollback",
+            "test_node_deletions_through_a_joined_view_survive_the_callers_rollback",
+            "test_lock_writes_through_a_joined_view_survive_the_callers_rollback",
+            "test_a_heartbeat_after_the_caller_wrote_commits_on_its_own_or_is_refused_at_once",
+        )
+    ),
 ]
 
 
@@ -137,6 +147,23 @@ def test_the_same_contracts_pass_against_the_sound_store(tmp_path: Path) -> None
     assert code == pytest.ExitCode.OK
     for contract in contracts:
         assert _contract(data, contract.__name__)["status"] == "passed"
+
+
+def test_the_transaction_boundary_contract_passes_on_a_store_that_keeps_requires_new(
+    tmp_path: Path,
+) -> None:
+    contracts = [tck.TransactionBoundaryContract, JobStoreJoinedContract]
+    code, data = run_contracts(
+        "tests.tck.broken_stores:TransactionalMemoryFixture",
+        tmp_path,
+        "transactional",
+        contracts=contracts,
+        in_process=True,
+    )
+    assert code == pytest.ExitCode.OK
+    for contract in contracts:
+        result = _contract(data, contract.__name__)
+        assert (result["status"], result["skipped"]) == ("passed", 0), result
 
 
 def test_a_required_contract_that_did_not_run_blocks_the_verdict(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from ratchet_tck.contracts import (
     SignalStoreContract,
     StoreContract,
     TagStoreContract,
+    TransactionBoundaryContract,
     WorkflowConditionStoreContract,
 )
 from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, StoreTransaction, now_ms
@@ -66,6 +67,7 @@ __all__ = [
     "StoreFixture",
     "StoreTransaction",
     "TagStoreContract",
+    "TransactionBoundaryContract",
     "WorkflowConditionStoreContract",
     "contract_test_classes",
     "is_required",

@@ -16,6 +16,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.NodeStoreContract,
     _c.TagStoreContract,
     _c.JobStoreJoinedContract,
+    _c.TransactionBoundaryContract,
     _c.DualWriteInvariantContract,
     _c.RecurringJobStoreContract,
     _c.BatchStoreContract,

@@ -26,6 +26,7 @@ from ratchet_tck.contracts.scheduling import (
     WorkflowConditionStoreContract,
 )
 from ratchet_tck.contracts.sealed import SealedValueStoreContract
+from ratchet_tck.contracts.transaction_boundary import TransactionBoundaryContract
 from ratchet_tck.contracts.transitions import (
     JobBatchStatusStoreContract,
     JobPauseStoreContract,
@@ -58,5 +59,6 @@ __all__ = [
     "SignalStoreContract",
     "StoreContract",
     "TagStoreContract",
+    "TransactionBoundaryContract",
     "WorkflowConditionStoreContract",
 ]
