@@ -16,10 +16,10 @@ from ratchet_api.errors import RatchetError, StoreError
 from ratchet_api.store.entities import JobEntity
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._convert import row_to_job
-from ratchet_store_sql._dialects import Dialect
+from ratchet_store_sql._dialects.base import CHUNK, Dialect, chunks, tags_for
 from ratchet_store_sql._engine import IMMEDIATE
-from ratchet_store_sql._requires_new import begin_requires_new
 from ratchet_store_sql._errors import ConflictError, translate
+from ratchet_store_sql._requires_new import begin_requires_new
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,15 +29,6 @@ CONFLICT_RETRIES = 4
 CONNECT_RETRIES = 4
 """Attempts to open a connection (a failed connect sent nothing, so it is always safe to
 retry): 0.05 s, 0.2 s and 0.8 s apart, about a second in all for a server restarting."""
-
-CHUNK = 500
-"""Most ids bound into one IN list (keeps every backend under its parameter limit)."""
-
-
-def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
 
 _RETRYING = threading.local()
 
@@ -89,8 +80,6 @@ class SqlBase:
     _bound: sa.Connection | None
     _d: Dialect
     _closed: bool
-    _load_tags_on_claim: bool
-    _claim_statements: dict[Any, Any]
 
     def _check_open(self, operation: str) -> None:
         if self._closed:
@@ -141,10 +130,11 @@ class SqlBase:
 
     @contextmanager
     def _write_statement(self, operation: str) -> Iterator[sa.Connection]:
-        """Like ``_write`` for a write that is ONE statement: on PostgreSQL outside a caller's
-        transaction the statement runs in autocommit (atomic by itself, one round trip instead
-        of BEGIN + statement + COMMIT). Other backends and joined views use ``_write``."""
-        if self._bound is not None or not self._d.is_pg:
+        """Like ``_write`` for a write that is ONE statement: where the dialect allows it
+        (PostgreSQL) and outside a caller's transaction the statement runs in autocommit
+        (atomic by itself, one round trip instead of BEGIN + statement + COMMIT). Other
+        backends and joined views use ``_write``."""
+        if self._bound is not None or not self._d.autocommit_statements:
             with self._write(operation) as conn:
                 yield conn
             return
@@ -155,7 +145,7 @@ class SqlBase:
     @contextmanager
     def _independent(self, operation: str) -> Iterator[sa.Connection]:
         with self._translated(operation), self._connect() as conn:
-            if self._d.is_sqlite:
+            if self._d.immediate_writes:
                 conn.execution_options(**{IMMEDIATE: True})
             # never the caller's transaction, even through a joined view (REQUIRES_NEW)
             with begin_requires_new(conn, self._bound, operation):
@@ -172,17 +162,9 @@ class SqlBase:
 
     # ------------------------------------------------------------------ shared helpers
 
-    def _tags_for(self, conn: sa.Connection, ids: Sequence[UUID]) -> dict[UUID, list[str]]:
-        found: dict[UUID, list[str]] = {}
-        for part in chunks(ids):
-            rows = conn.execute(
-                sa.select(s.job_tags.c.job_id, s.job_tags.c.tag).where(
-                    s.job_tags.c.job_id.in_(part)
-                )
-            )
-            for job_id, tag in rows:
-                found.setdefault(job_id, []).append(tag)
-        return found
+    @staticmethod
+    def _tags_for(conn: sa.Connection, ids: Sequence[UUID]) -> dict[UUID, list[str]]:
+        return tags_for(conn, ids)
 
     def _jobs_from_rows(
         self, conn: sa.Connection, rows: Sequence[sa.RowMapping], *, with_tags: bool = True
@@ -194,6 +176,10 @@ class SqlBase:
 
     def _select_jobs(self, conn: sa.Connection, stmt: sa.Select[Any]) -> list[JobEntity]:
         return self._jobs_from_rows(conn, list(conn.execute(stmt).mappings()))
+
+    def _find_one(self, conn: sa.Connection, where: sa.ColumnElement[bool]) -> JobEntity | None:
+        found = self._select_jobs(conn, sa.select(s.jobs).where(where))
+        return found[0] if found else None
 
     @staticmethod
     def _count_batch_child(conn: sa.Connection, job_id: UUID, succeeded: bool) -> None:
