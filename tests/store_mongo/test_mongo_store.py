@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -457,3 +458,27 @@ def test_the_store_entry_point_of_each_mongo_scheme_is_mongo_job_store(scheme: s
 
     (entry,) = [e for e in entry_points(group="ratchet.stores") if e.name == scheme]
     assert entry.load() is MongoJobStore
+
+
+def test_the_store_declares_which_of_its_errors_are_transient(mongo_store: MongoJobStore) -> None:
+    job = mongo_store.insert_job(due_job())
+    with pytest.raises(DuplicateJobError) as duplicate:
+        mongo_store.insert_job(job)
+    assert not mongo_store.is_transient(duplicate.value)
+    assert not mongo_store.is_transient(ValueError("not a store error"))
+    # a server that cannot be reached (a port held by a socket that never listens): pymongo's
+    # own error and the store's translation of it are both transient
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(
+            f"mongodb://127.0.0.1:{port}", serverSelectionTimeoutMS=50
+        )
+        try:
+            with pytest.raises(pymongo.errors.ServerSelectionTimeoutError) as unreachable:
+                client.admin.command("ping")
+        finally:
+            client.close()
+    assert mongo_store.is_transient(unreachable.value)
+    translated = translate(unreachable.value, "ping")
+    assert isinstance(translated, TransientStoreError) and mongo_store.is_transient(translated)

@@ -5,14 +5,16 @@ retry helper decides about retrying); an operation the store does retry is sent 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from ratchet_api.errors import StoreError, TransientStoreError
+from ratchet_api.errors import DuplicateJobError, StoreDataError, StoreError, TransientStoreError
 from ratchet_api.store import JobEntity
+from ratchet_core.worker.store_retry import transient_predicate
 from ratchet_store_sql import SqlJobStore
 from ratchet_store_sql._base import CONFLICT_RETRIES
 from ratchet_store_sql._errors import is_transient
@@ -64,6 +66,9 @@ def test_a_fenced_write_meeting_a_conflict_is_sent_once(locking_store: SqlJobSto
         with pytest.raises(TransientStoreError) as info:
             store.mark_succeeded(job.id, job.claim_seq, "r")
         assert info.value.retryable and is_transient(info.value.__cause__)
+        # the store declares it: the engine's retry helper reads the store's own predicate
+        assert store.is_transient(info.value) and store.is_transient(info.value.__cause__)
+        assert transient_predicate(store)(info.value)
     finally:
         holder.rollback()
         holder.close()
@@ -98,3 +103,29 @@ def test_errors_that_retrying_cannot_fix_are_not_transient(tmp_path: Any) -> Non
         store.close()
     assert not info.value.retryable and not isinstance(info.value, TransientStoreError)
     assert not is_transient(info.value.__cause__)
+    assert not store.is_transient(info.value) and not store.is_transient(info.value.__cause__)
+
+
+def test_a_duplicate_and_bad_input_are_not_transient(store: SqlJobStore) -> None:
+    job = store.insert_job(JobEntity())
+    with pytest.raises(DuplicateJobError) as duplicate:
+        store.insert_job(job)
+    with pytest.raises(StoreDataError) as bad:
+        store.insert_tags(job.id, [""])
+    for error in (duplicate.value, bad.value, ValueError("not a store error")):
+        assert not store.is_transient(error), error
+
+
+def test_a_refused_connection_is_transient() -> None:
+    # a port held by a socket that never listens: the connect is refused for real (after the
+    # store's own connect retries, which are safe because nothing was sent)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        port = holder.getsockname()[1]
+        store = SqlJobStore(f"postgresql+psycopg://postgres@127.0.0.1:{port}/x")
+        try:
+            with pytest.raises(TransientStoreError) as info:
+                store.find_by_id(JobEntity().id)
+        finally:
+            store.close()
+    assert store.is_transient(info.value) and store.is_transient(info.value.__cause__)

@@ -24,7 +24,7 @@ from ratchet_store_mongo._features import FeaturesMixin
 from ratchet_store_mongo._flow import MongoFlowControlMixin
 from ratchet_store_mongo._maintenance import JobMaintenanceMixin
 from ratchet_store_mongo._sealed import MongoSealedValueMixin
-from ratchet_store_mongo.errors import translate, translated
+from ratchet_store_mongo.errors import is_transient, translate, translated
 from ratchet_store_mongo.schema import MongoSchema
 
 C = TypeVar("C")
@@ -129,6 +129,17 @@ class MongoJobStore(
     def client(self) -> MongoClient[Any]:
         """The pymongo client (start a session on it to use ``joined``)."""
         return self._client
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Whether a retry of the call that raised ``exc`` may succeed: this store's
+        declaration of its transient errors, read by the engine's one retry helper
+        (``ratchet_core.worker.store_retry.transient_predicate``). True for a ``StoreError``
+        whose ``retryable`` is set and for the pymongo errors it is made from (network errors,
+        server selection timeouts, primary step-downs, write conflicts, errors labelled
+        ``TransientTransactionError``/``RetryableWriteError``); False for everything else."""
+        if isinstance(exc, StoreError):
+            return exc.retryable
+        return isinstance(exc, PyMongoError) and is_transient(exc)
 
     def capability(self, kind: Callable[..., C]) -> C | None:
         return cast(C, self) if isinstance(self, cast(type, kind)) else None

@@ -27,6 +27,7 @@ from ratchet_store_sql._capabilities import (
 )
 from ratchet_store_sql._dialects import dialect_for
 from ratchet_store_sql._engine import SQLITE_BUSY_TIMEOUT_MS, configure_sqlite, create_store_engine
+from ratchet_store_sql._errors import is_transient
 from ratchet_store_sql._jobs import JobOperations
 from ratchet_store_sql._sealed import SealedValueOperations
 from ratchet_store_sql.migration import SqlSchemaManager
@@ -110,6 +111,21 @@ class SqlJobStore(
     def schema(self) -> SqlSchemaManager:
         """The migration manager of this store's database."""
         return self._schema
+
+    def is_transient(self, exc: BaseException) -> bool:
+        """Whether a retry of the call that raised ``exc`` may succeed: this store's
+        declaration of its transient errors, read by the engine's one retry helper
+        (``ratchet_core.worker.store_retry.transient_predicate``).
+
+        True for a ``StoreError`` whose ``retryable`` is set (``TransientStoreError``: a lost
+        or refused connection, a server shutting down, a deadlock, a serialization failure, a
+        lock timeout, a busy SQLite file) and for the same driver errors not yet translated.
+        False for everything else: duplicates, bad values, a missing schema, a closed store,
+        programming errors. A retry after a lost connection is the caller's to judge (the
+        statement may have committed); the engine's fenced writes are safe to send again."""
+        if isinstance(exc, StoreError):
+            return exc.retryable
+        return is_transient(exc)
 
     def capability(self, kind: Callable[..., C]) -> C | None:
         if kind is SchemaManager:
