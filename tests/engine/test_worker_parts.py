@@ -1,5 +1,5 @@
 """The worker's parts on the TCK memory store, without threads or sleeps (issue 15): the
-executor runs one job, ``def`` or ``async def``, through the same call plan."""
+executor calls one job, ``def`` or ``async def``, through the same call plan."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from dependency_injector import providers
 
 from ratchet_api.errors import TargetNotImportableError
-from ratchet_api.model import JobInvocation
+from ratchet_api.model import ExecutionKind, JobInvocation
 from ratchet_core.payload import encode_invocation
-from ratchet_core.worker.execution import ClaimedJob
-from ratchet_core.worker.executor import JobExecutor, Outcome
+from ratchet_core.worker.execution import ClaimedJob, GateKey
+from ratchet_core.worker.executor import Attempt, JobExecutor
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
 from tests.engine.conftest import build_container
@@ -29,7 +29,7 @@ def memory() -> Iterator[Any]:
         yield container
 
 
-def executor(container: Any, outcomes: list[Outcome], begin: bool = True) -> JobExecutor:
+def executor(container: Any) -> JobExecutor:
     return JobExecutor(
         loader=container.target_loader(),
         arg_resolver=container.pre_execution_arg_resolver(),
@@ -40,8 +40,6 @@ def executor(container: Any, outcomes: list[Outcome], begin: bool = True) -> Job
         sanitizer=container.error_sanitizer(),
         extension=None,
         node_id="node-a",
-        begin=lambda job: begin,
-        finish=outcomes.append,
     )
 
 
@@ -52,46 +50,32 @@ def claimed(container: Any, target: Any, *args: Any) -> ClaimedJob:
 
 
 def test_a_sync_job_runs_through_the_call_plan(memory: Any) -> None:
-    outcomes: list[Outcome] = []
-    jobs = executor(memory, outcomes)
+    jobs = executor(memory)
     job = claimed(memory, targets.add, 2, 3)
-    assert jobs.prepare(job) is None and job.gate == "sync"
-    jobs.run_sync(job)
-    ((outcome),) = outcomes
+    assert jobs.prepare(job) is None and job.gate == GateKey.of_kind(ExecutionKind.SYNC)
+    outcome = jobs.attempt_sync(job)
     assert (outcome.job, outcome.result, outcome.error) == (job, 5, None)
     assert job.called
 
 
 def test_an_async_job_runs_through_the_same_plan(memory: Any) -> None:
-    outcomes: list[Outcome] = []
-    jobs = executor(memory, outcomes)
+    jobs = executor(memory)
     job = claimed(memory, targets.async_add, 4, 5)
-    assert jobs.prepare(job) is None and job.gate == "async"
-    asyncio.run(jobs.run_async(job))
-    assert [(o.result, o.error) for o in outcomes] == [(9, None)]
+    assert jobs.prepare(job) is None and job.gate == GateKey.of_kind(ExecutionKind.ASYNC)
+    outcome: Attempt = asyncio.run(jobs.attempt_async(job))
+    assert (outcome.result, outcome.error) == (9, None)
 
 
 def test_a_failing_job_reports_its_error(memory: Any) -> None:
-    outcomes: list[Outcome] = []
-    jobs = executor(memory, outcomes)
+    jobs = executor(memory)
     job = claimed(memory, targets.fail_always, "boom")
     assert jobs.prepare(job) is None
-    jobs.run_sync(job)
-    ((outcome),) = outcomes
+    outcome = jobs.attempt_sync(job)
     assert isinstance(outcome.error, RuntimeError) and str(outcome.error) == "boom"
 
 
-def test_a_job_the_begin_hook_refuses_never_runs(memory: Any) -> None:
-    outcomes: list[Outcome] = []
-    jobs = executor(memory, outcomes, begin=False)
-    job = claimed(memory, targets.add, 1, 1)
-    assert jobs.prepare(job) is None
-    jobs.run_sync(job)
-    assert outcomes == [] and not job.called
-
-
 def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
-    jobs = executor(memory, [])
+    jobs = executor(memory)
     job = claimed(memory, targets.add, 1, 1)
     store = memory.job_store()
     missing = JobInvocation(module="tests.engine.no_such_module", qualname="f", args=())
@@ -106,13 +90,35 @@ def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
 def test_the_producer_never_claims_more_than_the_free_slots(memory: Any) -> None:
     from ratchet_core.defaults.metrics import NoOpMetricsCollector
     from ratchet_core.worker.poller_guard import PollerGuard
-    from ratchet_core.worker.producer import Producer, SlotCount
+    from ratchet_core.worker.producer import Producer
+    from ratchet_core.worker.table import ClaimedJobs
 
     store = memory.job_store()
     for n in range(6):
         memory.scheduler().enqueue(targets.add, n, n)
     woken: list[bool] = []
-    slots = SlotCount(3, busy_at=2, watermark=2, on_free=lambda: woken.append(True))
+    slots = ClaimedJobs(
+        concurrency=2,
+        prefetch=1,
+        backlog=10,
+        watermark=2,
+        gate_limit=lambda key: 2,
+        on_free=lambda: woken.append(True),
+    )
+    held: list[ClaimedJob] = []
+
+    def take(claim: Any) -> None:
+        for entity in claim.jobs:
+            job = ClaimedJob(entity)
+            slots.add(job)
+            held.append(job)
+
+    def give_back(count: int = 1) -> None:
+        for _ in range(count):
+            job = held.pop(0)
+            slots.hand_over(job)
+            slots.written(job)
+
     producer = Producer(
         slots,
         lambda limit: store.claim_next_batch("node-a", limit),
@@ -121,20 +127,22 @@ def test_the_producer_never_claims_more_than_the_free_slots(memory: Any) -> None
     )
     first = producer.poll_once()
     assert first is not None and (len(first.jobs), first.asked) == (3, 3)
+    take(first)
     assert slots.in_use == 3
     assert producer.poll_once() is None  # no free slot: nothing claimed
-    slots.give_back()
+    give_back()
     assert woken == [True]
     # busy (2 >= busy_at) with 1 free slot, below the watermark of 2: wait for a bigger claim
     assert producer.poll_once() is None
-    slots.give_back()
+    give_back()
     second = producer.poll_once()
     assert second is not None and (len(second.jobs), second.asked) == (2, 2)
+    take(second)
     assert slots.in_use == 3
     running = store.claim_next_batch("node-b", 100)
     assert len(running) == 1  # the sixth job was never claimed by node-a
-    slots.give_back(3)
-    assert slots.wait_until_free(0)
+    give_back(3)
+    assert slots.wait_until_empty(0)
 
 
 def test_the_completer_writes_successes_and_failures_fenced(memory: Any) -> None:

@@ -1,11 +1,34 @@
-"""Batched success writes.
+"""The completer: the only writer of the outcomes of jobs the worker ran.
 
-Job threads hand successful completions to a :class:`CompletionBatcher`; its flusher thread
-writes them with ``mark_succeeded_many`` a few milliseconds later, many per round trip. Fencing is
-unchanged: every completion carries its claim sequence and the store applies it only to the
-claim that is still current; completions the store refuses are reported as stale and never
-overwrite anything. Execution records of the same attempts (audit) are written right after, in
-the same flush.
+Every outcome (``outcome.py``) of a claimed job is handed to one :class:`CompletionBatcher`:
+successes as :class:`PendingCompletion`, every other kind (retry, dead letter, release, defer,
+interrupted requeue, superseded) as :class:`PendingWrite`. Its flusher thread writes them in
+batches a few milliseconds later: successes with one ``mark_succeeded_many``, the other kinds
+with the store's per-job fenced methods inside the same flush. Every write is fenced by its
+claim sequence: a write the store refuses (the claim was superseded) never overwrites anything
+and is reported as not applied.
+
+Failures of the store:
+
+* a transient error (the store's ``is_transient``, see ``store_retry.py``) is retried by the
+  one retry helper a few times; a batch that still fails goes back to the front of the queue and
+  is tried again after a growing pause: no job-by-job fallback that would multiply the calls to
+  a store that is down;
+* the backlog is bounded (``max_pending``): handing over an outcome blocks while it is full,
+  and the worker's table of claimed jobs stops claiming before that (``table.py``), so an outage
+  slows claiming instead of growing memory;
+* a success batch refused with an error that is not transient (an untranslated driver error, a
+  result the store cannot take) is written job by job once, to isolate the job at fault; a
+  result the store refuses is dropped and the job marked SUCCEEDED without it
+  (``success_finalization_minimal``); any other outcome refused that way is given up;
+* an outcome given up (the store failed for longer than ``give_up_after``, ``close``'s timeout
+  passed, or refused as above) leaves its job RUNNING and no longer heartbeated, for the
+  stale-job sweep (``success_finalization_stuck`` for successes): the job runs again (delivery
+  is at least once).
+
+After each write the subscribers are told (``OutcomeSubscriber``: the claimed-jobs table,
+workflow settling, batch tracking, counters and logs), and the audit records of the written
+attempts are saved (``superseded`` when the write was refused).
 """
 
 from __future__ import annotations
@@ -13,90 +36,73 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
 import attrs
 
-from ratchet_api.model import JobType
 from ratchet_api.spi.runtime import MetricsCollector
-from ratchet_api.store.entities import Completion, ExecutionRecord
-from ratchet_api.store.protocols import JobAuditStore, JobStore
+from ratchet_api.store.entities import ExecutionRecord
+from ratchet_api.store.protocols import FlowControlStore, JobAuditStore, JobStore
 from ratchet_core.logs import one_line
+from ratchet_core.worker.outcome import DeferReason, OutcomeKind
+from ratchet_core.worker.pending import PendingCompletion, PendingFailure, PendingWrite
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate
 
 _log = logging.getLogger("ratchet.worker")
 
-_MAX_FLUSH_TRIES = 5
+_MAX_FLUSH_TRIES = 4
+_FIRST_PAUSE = 0.1
+_MAX_PAUSE = 5.0
 
 
-@attrs.define(slots=True, eq=False)
-class PendingCompletion:
-    """One success waiting to be written, with what the worker needs afterwards."""
+class OutcomeSubscriber(Protocol):
+    """Told about every outcome the completer wrote. Called on the flusher thread; must not
+    block on the store for long (hand work to a thread of its own) and should not raise (an
+    exception is logged and ignored)."""
 
-    completion: Completion
-    record: ExecutionRecord | None
-    token: Any = None
-    job_type: JobType = JobType.STANDARD
+    def succeeded(
+        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+    ) -> None:
+        """Successes written: ``applied`` are those whose fenced write applied (the rest were
+        superseded, or given up when ``applied`` is empty after a failure)."""
 
-
-@attrs.define(slots=True, eq=False)
-class PendingFailure:
-    """One failed attempt waiting to be written: a retry due at ``run_at`` (fenced
-    ``schedule_retry``) or, with ``run_at`` None, the dead letter (fenced
-    ``mark_failed_terminal``)."""
-
-    job_id: UUID
-    claim_seq: int
-    message: str
-    run_at: datetime | None
-    record: ExecutionRecord | None = None
-    token: Any = None
-    cause: BaseException | None = None
-    """The attempt's exception (for the workflow driver's ``callback_failed`` metric)."""
-    plain_message: str | None = None
-    """``message`` before sealing (an encrypted job stores it encrypted): what a workflow's
-    failure callback receives."""
-
-
-FailureCallback = Callable[[PendingFailure, "bool | None"], None]
-"""Called after each failure write: True applied, False refused (claim superseded), None not
-written (the job stays RUNNING for the stale-job sweep)."""
-
-
-class Completer(Protocol):
-    """Writes the outcomes of finished attempts off the job threads, each fenced by its claim
-    sequence. ``succeed``/``fail`` never block on the store; ``close`` writes everything
-    pending and stops. Thread safe."""
-
-    def succeed(self, item: PendingCompletion) -> None: ...
-
-    def fail(self, item: PendingFailure) -> None: ...
-
-    @property
-    def pending(self) -> int: ...
-
-    def close(self, timeout: float = 30.0) -> None: ...
+    def wrote(self, item: PendingWrite, applied: bool | None) -> None:
+        """One other outcome: True applied, False refused (claim superseded), None not written
+        (the job stays RUNNING for the stale-job sweep)."""
 
 
 FlushCallback = Callable[[Sequence[PendingCompletion], list[PendingCompletion]], None]
-"""Called after each flush with the flushed items and the items whose fenced write applied
-(for one job at most one: its latest claim)."""
+FailureCallback = Callable[[PendingWrite, "bool | None"], None]
+
+
+@attrs.define
+class _Callbacks:
+    """Subscriber made of two callables."""
+
+    on_flushed: FlushCallback | None
+    on_failure: FailureCallback | None
+
+    def succeeded(
+        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
+    ) -> None:
+        if self.on_flushed is not None:
+            self.on_flushed(batch, list(applied))
+
+    def wrote(self, item: PendingWrite, applied: bool | None) -> None:
+        if self.on_failure is not None:
+            self.on_failure(item, applied)
+
+
+class _StoreDown(Exception):
+    """A write failed transiently after its retries: the rest of the batch waits."""
 
 
 class CompletionBatcher:
-    """Collects completions from many threads and writes them in batches on one thread.
-
-    A flush happens ``interval`` seconds after the first completion of a batch arrived, or at
-    once when ``batch_size`` completions are waiting. A transient store failure retries the
-    batch with backoff (``success_finalization_retried`` per job once it applied); a batch that
-    keeps failing is written job by job, a result the store refuses is dropped
-    (``success_finalization_minimal``), and jobs that still cannot be written stay RUNNING
-    (``success_finalization_stuck``): the worker stops heartbeating them and the stale-job sweep
-    puts them back (the job then runs again: delivery is at least once).
-    """
+    """The completer (see the module docstring). ``succeed``/``fail`` return at once unless
+    the backlog is full; ``close`` writes everything pending and stops. Thread safe."""
 
     def __init__(
         self,
@@ -104,116 +110,236 @@ class CompletionBatcher:
         *,
         interval: float,
         batch_size: int,
-        on_flushed: FlushCallback,
         metrics: MetricsCollector,
+        on_flushed: FlushCallback | None = None,
         audit: JobAuditStore | None = None,
         store_name: str = "store",
         on_failure: FailureCallback | None = None,
+        subscribers: Sequence[OutcomeSubscriber] = (),
+        max_pending: int | None = None,
+        give_up_after: float | None = None,
         start: bool = True,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store
+        self._flow = store.capability(FlowControlStore)
         self._interval = max(0.0, interval)
-        self._batch_size = batch_size
-        self._on_flushed = on_flushed
+        self._batch_size = max(1, batch_size)
         self._metrics = metrics
         self._audit = audit
         self._store_name = store_name
         self._is_transient = transient_predicate(store)
-        self._items: list[PendingCompletion] = []
-        self._failures: list[PendingFailure] = []
-        self._on_failure = on_failure
+        self._subscribers: list[OutcomeSubscriber] = list(subscribers)
+        if on_flushed is not None or on_failure is not None:
+            self._subscribers.insert(0, _Callbacks(on_flushed, on_failure))
+        self._max_pending = max_pending
+        self._give_up_after = give_up_after
+        self._failing_since: float | None = None
+        self._sleep = sleep
+        self._items: deque[PendingCompletion] = deque()
+        self._writes: deque[PendingWrite] = deque()
         self._cond = threading.Condition()
         self._closed = False
+        self._give_up_at: float | None = None
         self._flushing = 0
+        self._pause = 0.0
         self._thread = threading.Thread(
             target=self._run, name="ratchet-completion-flusher", daemon=True
         )
         if start:
             self._thread.start()
 
+    # ------------------------------------------------------------ handing over
+
     def succeed(self, item: PendingCompletion) -> None:
         with self._cond:
+            self._wait_for_room()
             self._items.append(item)
             size = len(self._items)
             if size == 1 or size >= self._batch_size:
-                self._cond.notify()
+                self._cond.notify_all()
 
     add = succeed
 
-    def fail(self, item: PendingFailure) -> None:
+    def fail(self, item: PendingWrite) -> None:
+        """Hand over any outcome but a success (the name is historical)."""
         with self._cond:
-            self._failures.append(item)
-            self._cond.notify()
+            self._wait_for_room()
+            self._writes.append(item)
+            self._cond.notify_all()
+
+    write = fail
+
+    def _wait_for_room(self) -> None:
+        # called with the lock held: backpressure on the job threads while the store is down
+        if self._max_pending is None:
+            return
+        while not self._closed and self._pending() >= self._max_pending:
+            self._cond.wait(1.0)
 
     @property
     def pending(self) -> int:
         """Outcomes accepted but not yet written (including a batch being written)."""
         with self._cond:
-            return len(self._items) + len(self._failures) + self._flushing
+            return self._pending()
+
+    def _pending(self) -> int:
+        return len(self._items) + len(self._writes) + self._flushing
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write everything pending and stop the flusher thread."""
+        """Write everything pending (for up to ``timeout`` seconds while the store fails; what
+        is still unwritten then is given up) and stop the flusher thread."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
+            self._give_up_at = time.monotonic() + timeout
+            self._cond.notify_all()
         if self._thread.is_alive():
-            self._thread.join(timeout)
+            self._thread.join(timeout + 5.0)
         else:
             self.drain()
 
     def drain(self) -> None:
-        """Write everything pending on the calling thread (a batcher made with
-        ``start=False``: tests, or a completer driven by its owner)."""
+        """Write everything pending on the calling thread, once (a batcher made with
+        ``start=False``: tests, or a completer driven by its owner); what fails transiently
+        stays queued."""
         with self._cond:
-            failures, self._failures = self._failures, []
-            items, self._items = self._items, []
-        for failure in failures:
-            self._write_failure(failure)
-        for start in range(0, len(items), self._batch_size):
-            self._flush(items[start : start + self._batch_size])
+            writes, self._writes = list(self._writes), deque()
+            items, self._items = list(self._items), deque()
+        for start in range(0, max(len(writes), len(items)), self._batch_size):
+            self._flush(
+                writes[start : start + self._batch_size], items[start : start + self._batch_size]
+            )
 
     # ------------------------------------------------------------ flusher thread
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._items and not self._failures and not self._closed:
+                while not self._items and not self._writes and not self._closed:
                     self._cond.wait()
-                if not self._items and not self._failures and self._closed:
-                    return
-                failures, self._failures = self._failures, []
-                self._flushing = len(failures)
-            # Failures do not wait for a batch to fill: each is one fenced statement.
-            for failure in failures:
-                self._write_failure(failure)
-            with self._cond:
-                self._flushing = 0
-                if not self._items:
-                    continue
-                if len(self._items) < self._batch_size and not self._closed and self._interval:
-                    # Let the batch fill for up to `interval` (woken early when it is full).
+                if not self._items and not self._writes:
+                    return  # closed and nothing left
+                if self._pause and not self._closed:
+                    self._cond.wait(self._pause)  # the store failed: close() ends it early
+                elif (
+                    not self._writes
+                    and len(self._items) < self._batch_size
+                    and not self._closed
+                    and self._interval
+                ):
+                    # let the batch fill for up to `interval` (woken when it is full)
                     deadline = time.monotonic() + self._interval
                     while len(self._items) < self._batch_size and not self._closed:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
                         self._cond.wait(remaining)
-                batch = self._items[: self._batch_size]
-                del self._items[: self._batch_size]
-                self._flushing = len(batch)
+                writes = _take(self._writes, self._batch_size)
+                items = _take(self._items, self._batch_size)
+                self._flushing = len(writes) + len(items)
             try:
-                self._flush(batch)
+                self._flush(writes, items)
             except Exception:  # noqa: BLE001 - the flusher must survive anything
-                _log.exception(
-                    "writing %d completions failed; the jobs stay RUNNING for recovery",
-                    len(batch),
-                )
-                self._give_up(batch)
+                _log.exception("writing %d outcomes failed", len(writes) + len(items))
+                self._give_up(writes, items)
             finally:
                 with self._cond:
                     self._flushing = 0
+                    self._cond.notify_all()
 
-    def _flush(self, batch: list[PendingCompletion]) -> None:
+    def _flush(self, writes: list[PendingWrite], items: list[PendingCompletion]) -> None:
+        """One flush: the writes one by one, then the successes in one batch. What fails
+        transiently goes back to the front of the queue (or is given up once ``close``'s time
+        is over)."""
+        left_writes: list[PendingWrite] = []
+        left_items: list[PendingCompletion] = []
+        for index, write in enumerate(writes):
+            try:
+                self._write_one(write)
+            except _StoreDown:
+                left_writes = writes[index:]
+                break
+        if items and left_writes:
+            left_items = items  # the store is down: do not try the batch now
+        elif items:
+            try:
+                self._write_successes(items)
+            except _StoreDown:
+                left_items = items
+        if not (left_writes or left_items):
+            self._pause = 0.0
+            self._failing_since = None
+            return
+        self._pause = min(_MAX_PAUSE, max(_FIRST_PAUSE, self._pause * 2))
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        with self._cond:
+            expired = (self._give_up_at is not None and now >= self._give_up_at) or (
+                self._give_up_after is not None and now - self._failing_since >= self._give_up_after
+            )
+            if not expired:
+                self._writes.extendleft(reversed(left_writes))
+                self._items.extendleft(reversed(left_items))
+                # queued again, no longer being written: counted once in `pending`
+                self._flushing = max(0, self._flushing - len(left_writes) - len(left_items))
+                self._cond.notify_all()
+        if expired:
+            self._give_up(left_writes, left_items)
+        else:
+            _log.warning(
+                "writing %d outcomes failed with a transient store error; they stay queued "
+                "and are written again in %.1fs",
+                len(left_writes) + len(left_items),
+                self._pause,
+            )
+
+    # ------------------------------------------------------------ other outcomes
+
+    def _write_one(self, item: PendingWrite) -> None:
+        applied: bool | None
+        if item.kind is OutcomeKind.SUPERSEDED:
+            applied = False
+        else:
+            try:
+                applied = self._call(item.operation, lambda: self._apply(item))
+            except _StoreDown:
+                raise
+            except Exception as exc:  # noqa: BLE001 - not transient: given up, left for recovery
+                _log.error(
+                    "job %s: %s failed (%s); the job stays RUNNING until recovery",
+                    item.job_id,
+                    item.operation,
+                    one_line(exc),
+                )
+                applied = None
+                if item.started:
+                    self._mark_started({item.job_id: item.claim_seq})
+        if self._audit is not None and item.record is not None and applied is not None:
+            record = item.record if applied else attrs.evolve(item.record, superseded=True)
+            self._save_records([record])
+        self._tell(lambda s: s.wrote(item, applied))
+
+    def _apply(self, item: PendingWrite) -> bool:
+        store = self._store
+        kind, run_at = item.kind, item.run_at
+        if kind is OutcomeKind.DEAD_LETTER:
+            return store.mark_failed_terminal(item.job_id, item.claim_seq, item.message or "")
+        if kind in (OutcomeKind.RETRY, OutcomeKind.INTERRUPTED_REQUEUE):
+            assert run_at is not None
+            return store.schedule_retry(item.job_id, item.claim_seq, run_at, item.message or "")
+        if kind is OutcomeKind.DEFER and item.defer_reason is DeferReason.FLOW_CONTROL:
+            assert run_at is not None
+            if self._flow is not None:
+                return self._flow.defer_claim(item.job_id, item.claim_seq, run_at)
+            return store.release_claim(item.job_id, item.claim_seq)
+        if kind is OutcomeKind.DEFER:
+            return store.release_claim(item.job_id, item.claim_seq, run_at=run_at)
+        return store.release_claim(item.job_id, item.claim_seq)
+
+    # ------------------------------------------------------------ successes
+
+    def _write_successes(self, batch: list[PendingCompletion]) -> None:
         # Two completions of one job in a batch: the job was recovered as ours and ran again.
         # Only the latest claim can apply; the earlier attempt is superseded, never counted
         # or audited as the success.
@@ -223,118 +349,51 @@ class CompletionBatcher:
             if current is None or item.completion.claim_seq > current.completion.claim_seq:
                 latest[item.completion.job_id] = item
         kept = list(latest.values())
-        applied_ids = self._write_batch(kept)
-        if applied_ids is None:
-            applied_ids = self._write_one_by_one(kept)
-        applied = [item for item in kept if item.completion.job_id in applied_ids]
-        if self._audit is not None:
-            self._save_records(superseded_records(batch, applied))
-        self._on_flushed(batch, applied)
-
-    def _write_failure(self, item: PendingFailure) -> None:
-        operation = "schedule_retry" if item.run_at is not None else "mark_failed_terminal"
-        run_at = item.run_at
-
-        def write() -> bool:
-            started = time.perf_counter()
-            try:
-                if run_at is not None:
-                    applied = self._store.schedule_retry(
-                        item.job_id, item.claim_seq, run_at, item.message
-                    )
-                else:
-                    applied = self._store.mark_failed_terminal(
-                        item.job_id, item.claim_seq, item.message
-                    )
-            except Exception:
-                self._timing(operation, "failure", started)
-                raise
-            self._timing(operation, "success", started)
-            return applied
-
-        applied: bool | None
-        try:
-            applied = retry_transient(write, is_retryable=self._is_transient)
-        except Exception as exc:  # noqa: BLE001 - the job stays RUNNING for recovery
-            _log.error(
-                "job %s: %s failed (%s); the job stays RUNNING until recovery",
-                item.job_id,
-                operation,
-                one_line(exc),
-            )
-            applied = None
-            self._mark_started({item.job_id: item.claim_seq})
-        if self._audit is not None and item.record is not None and applied is not None:
-            record = item.record if applied else attrs.evolve(item.record, superseded=True)
-            self._save_records([record])
-        if self._on_failure is not None:
-            try:
-                self._on_failure(item, applied)
-            except Exception:  # noqa: BLE001 - the flusher must survive anything
-                _log.exception("reporting the failure write of job %s failed", item.job_id)
-
-    def _give_up(self, batch: list[PendingCompletion]) -> None:
-        """Report ``batch`` as not written, so the worker stops owning (and heartbeating) the
-        jobs: recovery then runs them again instead of them staying RUNNING forever."""
-        for item in batch:
-            self._metrics.success_finalization_stuck(item.completion.job_id, item.job_type)
-        self._mark_started({i.completion.job_id: i.completion.claim_seq for i in batch})
-        try:
-            self._on_flushed(batch, [])
-        except Exception:  # noqa: BLE001 - the flusher must survive anything
-            _log.exception("reporting %d unwritten completions failed", len(batch))
-
-    def _write_batch(self, kept: list[PendingCompletion]) -> set[UUID] | None:
-        """One ``mark_succeeded_many``, retried while its error is transient; the ids it
-        applied, or None when it failed for good (then written one by one)."""
-        completions = [item.completion for item in kept]
         retried = False
-
-        def write() -> set[UUID]:
-            started = time.perf_counter()
-            try:
-                applied = self._store.mark_succeeded_many(completions)
-            except Exception:
-                self._timing("mark_succeeded_many", "failure", started)
-                raise
-            self._timing("mark_succeeded_many", "success", started)
-            return applied
 
         def note_retry(attempt: int, exc: BaseException) -> None:
             nonlocal retried
             retried = True
-            _log.info("transient failure writing completions (%s); retrying", one_line(exc))
 
+        completions = [item.completion for item in kept]
         try:
-            applied = retry_transient(
-                write, is_retryable=self._is_transient, tries=_MAX_FLUSH_TRIES, on_retry=note_retry
+            applied_ids = self._call(
+                "mark_succeeded_many",
+                lambda: self._store.mark_succeeded_many(completions),
+                on_retry=note_retry,
             )
-        except Exception as exc:  # noqa: BLE001 - then job by job
+        except _StoreDown:
+            raise
+        except Exception as exc:  # noqa: BLE001 - not transient: find the job at fault
             _log.warning(
                 "batched completion write of %d jobs failed (%s); writing them one by one",
                 len(completions),
                 one_line(exc),
             )
-            return None
-        if retried:
-            for item in kept:
-                if item.completion.job_id in applied:
-                    self._metrics.success_finalization_retried(
-                        item.completion.job_id, item.job_type
-                    )
-        return applied
+            applied_ids = self._write_one_by_one(kept)
+        else:
+            if retried:
+                for item in kept:
+                    if item.completion.job_id in applied_ids:
+                        self._metrics.success_finalization_retried(
+                            item.completion.job_id, item.job_type
+                        )
+        applied = [item for item in kept if item.completion.job_id in applied_ids]
+        if self._audit is not None:
+            self._save_records(superseded_records(batch, applied))
+        self._tell(lambda s: s.succeeded(batch, applied))
 
     def _write_one_by_one(self, kept: list[PendingCompletion]) -> set[UUID]:
-        """The fallback of a failed batch: each success alone; a result the store refuses
-        (not a transient error) is dropped and the job marked SUCCEEDED without it (minimal
-        finalization); a job that still cannot be written stays RUNNING (stuck): the worker
-        stops heartbeating it and the stale-job sweep puts it back."""
+        """After a batch refused with an error that is not transient: each success once, no
+        retries (a transient error here raises ``_StoreDown``: the whole batch waits)."""
         applied: set[UUID] = set()
         for item in kept:
             c = item.completion
             try:
                 if self._finalize_one(item):
                     applied.add(c.job_id)
+            except _StoreDown:
+                raise
             except Exception as exc:  # noqa: BLE001 - leave the job RUNNING for recovery
                 self._metrics.success_finalization_stuck(c.job_id, item.job_type)
                 _log.error(
@@ -346,29 +405,26 @@ class CompletionBatcher:
                 self._mark_started({c.job_id: c.claim_seq})
         return applied
 
-    def _mark_started(self, claims: dict[UUID, int]) -> None:
-        """Best effort: the started mark of jobs that ran but whose outcome stays unwritten
-        (a short job's noted mark is skipped once its outcome is handed over), so that
-        recovery charges the attempt they used."""
-        try:
-            self._store.mark_dispatched(claims)
-        except Exception as exc:  # noqa: BLE001 - recovery then gives the attempt back
-            _log.debug("started marks of %d unwritten job(s) failed: %s", len(claims), exc)
-
     def _finalize_one(self, item: PendingCompletion) -> bool:
         c = item.completion
         try:
-            return retry_transient(
-                lambda: self._store.mark_succeeded(c.job_id, c.claim_seq, c.result),
-                is_retryable=self._is_transient,
+            return bool(
+                self._call(
+                    "mark_succeeded",
+                    lambda: self._store.mark_succeeded(c.job_id, c.claim_seq, c.result),
+                    tries=1,
+                )
             )
+        except _StoreDown:
+            raise
         except Exception as exc:
-            if self._is_transient(exc) or c.result is None:
+            if c.result is None:
                 raise
             reason = one_line(exc)
-        applied = retry_transient(
+        applied: bool = self._call(
+            "mark_succeeded",
             lambda: self._store.mark_succeeded(c.job_id, c.claim_seq, None),
-            is_retryable=self._is_transient,
+            tries=1,
         )
         if applied:
             self._metrics.success_finalization_minimal(c.job_id, item.job_type)
@@ -379,6 +435,81 @@ class CompletionBatcher:
                 reason,
             )
         return applied
+
+    # ------------------------------------------------------------ shared
+
+    def _call(
+        self,
+        operation: str,
+        write: Callable[[], Any],
+        *,
+        tries: int = _MAX_FLUSH_TRIES,
+        on_retry: Callable[[int, BaseException], None] | None = None,
+    ) -> Any:
+        """``write()`` through the one retry helper, timed; ``_StoreDown`` when it still fails
+        transiently."""
+
+        def timed() -> Any:
+            started = time.perf_counter()
+            try:
+                result = write()
+            except Exception:
+                self._timing(operation, "failure", started)
+                raise
+            self._timing(operation, "success", started)
+            return result
+
+        try:
+            return retry_transient(
+                timed,
+                is_retryable=self._is_transient,
+                tries=tries,
+                on_retry=on_retry,
+                sleep=self._sleep,
+            )
+        except Exception as exc:
+            if self._is_transient(exc):
+                raise _StoreDown(one_line(exc)) from exc
+            raise
+
+    def _give_up(self, writes: Sequence[PendingWrite], items: Sequence[PendingCompletion]) -> None:
+        """Report outcomes as not written, so the worker stops owning (and heartbeating) the
+        jobs: recovery then runs them again instead of them staying RUNNING forever."""
+        claims = {i.job_id: i.claim_seq for i in writes if i.started}
+        claims.update({i.completion.job_id: i.completion.claim_seq for i in items})
+        if claims:
+            self._mark_started(claims)
+        for item in items:
+            self._metrics.success_finalization_stuck(item.completion.job_id, item.job_type)
+        if items:
+            _log.error(
+                "%d completed jobs could not be written; they stay RUNNING until recovery",
+                len(items),
+            )
+            self._tell(lambda s: s.succeeded(items, []))
+        for write in writes:
+            _log.error(
+                "job %s: %s could not be written; the job stays RUNNING until recovery",
+                write.job_id,
+                write.operation,
+            )
+            self._tell(lambda s, w=write: s.wrote(w, None))  # type: ignore[misc]
+
+    def _tell(self, call: Callable[[OutcomeSubscriber], None]) -> None:
+        for subscriber in self._subscribers:
+            try:
+                call(subscriber)
+            except Exception:  # noqa: BLE001 - the flusher must survive anything
+                _log.exception("outcome subscriber %r failed", subscriber)
+
+    def _mark_started(self, claims: dict[UUID, int]) -> None:
+        """Best effort: the started mark of jobs that ran but whose outcome stays unwritten
+        (a short job's noted mark is skipped once its outcome is handed over), so that
+        recovery charges the attempt they used."""
+        try:
+            self._store.mark_dispatched(claims)
+        except Exception as exc:  # noqa: BLE001 - recovery then gives the attempt back
+            _log.debug("started marks of %d unwritten job(s) failed: %s", len(claims), exc)
 
     def _save_records(self, records: list[ExecutionRecord]) -> None:
         assert self._audit is not None
@@ -402,6 +533,10 @@ class CompletionBatcher:
             _log.debug("metrics store_operation failed", exc_info=True)
 
 
+def _take(queue: deque[Any], limit: int) -> list[Any]:
+    return [queue.popleft() for _ in range(min(limit, len(queue)))]
+
+
 def superseded_records(
     batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
 ) -> list[ExecutionRecord]:
@@ -414,12 +549,16 @@ def superseded_records(
     ]
 
 
+Completer = CompletionBatcher
+
 __all__ = [
     "CompletionBatcher",
     "Completer",
     "FailureCallback",
     "FlushCallback",
+    "OutcomeSubscriber",
     "PendingCompletion",
     "PendingFailure",
+    "PendingWrite",
     "superseded_records",
 ]

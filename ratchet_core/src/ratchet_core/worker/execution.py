@@ -1,4 +1,4 @@
-"""One claimed job on its way through the worker, and how its target is called."""
+"""One claimed job on its way through the worker, and the key of its concurrency gate."""
 
 from __future__ import annotations
 
@@ -6,30 +6,59 @@ import time
 from datetime import datetime
 from typing import Any
 
-from ratchet_api.model import JobInvocation
+import attrs
+
+from ratchet_api.model import ExecutionKind, JobInvocation
 from ratchet_api.store.entities import JobEntity
 
 QUEUED = 0
 """Claimed, waiting for a slot or a thread."""
 RUNNING = 1
-"""The target is being called."""
+"""Admitted or being admitted: the target is (about to be) called."""
 FINISHED = 2
-"""The call returned or raised; the outcome is being (or was) written."""
+"""Its outcome was handed to the completer and is being (or was) written."""
 RELEASED = 3
-"""Given back unstarted (shutdown)."""
+"""Given back unstarted (shutdown); the release is being written."""
+
+
+@attrs.frozen
+class GateKey:
+    """The concurrency gate of a job: its execution kind (``def`` or ``async def``), or the
+    execution target label it names. Two fields, so a user label ``"sync"`` never shares the
+    gate of the ``def`` jobs."""
+
+    kind: ExecutionKind | None = None
+    label: str | None = None
+
+    @property
+    def tuning_name(self) -> str:
+        """The name ``ExecutionTuningProvider.max_concurrency`` knows the gate by."""
+        if self.label is not None:
+            return self.label
+        return "async" if self.kind is ExecutionKind.ASYNC else "sync"
+
+    @classmethod
+    def of_kind(cls, kind: ExecutionKind) -> GateKey:
+        return cls(kind=kind)
+
+    @classmethod
+    def of_label(cls, label: str) -> GateKey:
+        return cls(label=label)
+
+
+SYNC_GATE = GateKey.of_kind(ExecutionKind.SYNC)
+ASYNC_GATE = GateKey.of_kind(ExecutionKind.ASYNC)
 
 
 class ClaimedJob:
-    """A job this worker claimed: its entity, decoded invocation and loaded target, its
-    execution type (gate) and its state. Mutable; state changes happen under the worker's
-    lock."""
+    """A job this worker claimed: its entity, decoded invocation and loaded target, its gate
+    and its state. Mutable; ``state`` changes only inside ``ClaimedJobs`` (under its lock)."""
 
     __slots__ = (
         "called",
         "claimed_mono",
         "entity",
         "gate",
-        "holds_slot",
         "invocation",
         "loaded",
         "started_at",
@@ -44,15 +73,16 @@ class ClaimedJob:
         heartbeat after it)."""
         self.invocation: JobInvocation | None = None
         self.loaded: Any = None
-        self.gate = "sync"
+        self.gate = SYNC_GATE
         self.state = QUEUED
         self.started_at: datetime | None = None
         self.started_mono = 0.0
         self.called = False
-        self.holds_slot = True
 
     @property
     def elapsed_ms(self) -> int:
+        if not self.started_mono:
+            return 0
         return int((time.perf_counter() - self.started_mono) * 1000)
 
     @property
@@ -61,9 +91,12 @@ class ClaimedJob:
 
 
 __all__ = [
+    "ASYNC_GATE",
     "FINISHED",
     "QUEUED",
     "RELEASED",
     "RUNNING",
+    "SYNC_GATE",
     "ClaimedJob",
+    "GateKey",
 ]

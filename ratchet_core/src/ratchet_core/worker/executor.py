@@ -1,21 +1,14 @@
-"""The executor: runs one claimed job, ``def`` or ``async def``, with one call plan.
+"""The executor: calls one claimed job's target, ``def`` or ``async def``, with one call plan.
 
 :meth:`JobExecutor.prepare` decodes the stored invocation and repeats the security checks
-through the ``TargetLoader`` before anything runs. :meth:`JobExecutor.run_sync` and
-:meth:`JobExecutor.run_async` then
-
-1. ask the worker's ``begin(job)`` hook whether the job may run now ("job about to run": the
-   slot and state bookkeeping, the circuit-breaker pre-check, the ``job_started`` metric);
-2. build the :class:`CallPlan`: the ``JobContext`` (logger created lazily), the arguments
-   patched by the ``PreExecutionArgResolver`` and restored by the loader, the bean instance of
-   a method target;
-3. call the target (under the ``ResilienceStrategy`` when it is marked ``@circuit_breaker``),
-   close the bean;
-4. hand the :class:`Outcome` to the worker's ``finish(outcome)`` hook ("job finished").
-
-Both entry points share every step but the call itself (``plan.call()`` vs
-``await plan.call_async()``). Nothing here touches threads: a test calls ``run_sync`` directly
-or drives ``run_async`` with ``asyncio.run``.
+through the ``TargetLoader`` before anything runs. :meth:`JobExecutor.attempt_sync` and
+:meth:`JobExecutor.attempt_async` then build the :class:`CallPlan` (the ``JobContext`` with a
+lazily created logger, the arguments patched by the ``PreExecutionArgResolver`` and restored by
+the loader, the bean instance of a method target), call the target (under the
+``ResilienceStrategy`` when it is marked ``@circuit_breaker``), close the bean, and return the
+:class:`Attempt`: what the call returned or raised. Both share every step but the call itself
+(``plan.call()`` vs ``await plan.call_async()``). Nothing here touches threads or the store's
+job rows: admission, the outcome decision and its hand-over are the runner's (``runner.py``).
 """
 
 from __future__ import annotations
@@ -27,15 +20,8 @@ from typing import Any
 
 import attrs
 
-from ratchet_api.errors import (
-    ClassNotAllowedError,
-    EncryptionError,
-    InvalidTargetError,
-    JobAuthorizationError,
-    PayloadError,
-    TargetNotImportableError,
-)
-from ratchet_api.model import JobLoggerContext
+from ratchet_api.errors import TargetNotImportableError
+from ratchet_api.model import ExecutionKind, JobLoggerContext
 from ratchet_api.spi import (
     BeanResolver,
     ErrorSanitizer,
@@ -54,18 +40,11 @@ from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
 from ratchet_core.invocation import check_stored_target
 from ratchet_core.tracing import Tracing
-from ratchet_core.worker.execution import ClaimedJob
+from ratchet_core.worker.execution import ClaimedJob, GateKey
+from ratchet_core.worker.outcome import REFUSED
 
 _log = logging.getLogger("ratchet.worker")
 
-REFUSED = (
-    InvalidTargetError,
-    ClassNotAllowedError,
-    PayloadError,
-    EncryptionError,
-    JobAuthorizationError,
-)
-"""Dispatch-time refusals: the job can never run as stored, so it is not retried."""
 
 JOB_ERRORS = (Exception, SystemExit, KeyboardInterrupt, asyncio.CancelledError)
 """What a job may raise and still get an outcome: ``sys.exit()`` in job code and a
@@ -157,7 +136,7 @@ class CallPlan:
 
 
 @attrs.define(slots=True)
-class Outcome:
+class Attempt:
     """How one call ended: ``error`` None means success with ``result``. ``logger`` is the
     attempt's job logger when the job asked for a context (finish it after use)."""
 
@@ -186,8 +165,6 @@ class JobExecutor:
         codec: PayloadCodec | None = None,
         authorization: JobAuthorizationPolicy | None = None,
         tracing: Tracing | None = None,
-        begin: Callable[[ClaimedJob], bool],
-        finish: Callable[[Outcome], None],
     ) -> None:
         self._loader = loader
         self._arg_resolver = arg_resolver
@@ -201,8 +178,6 @@ class JobExecutor:
         self._codec = codec if codec is not None else PayloadCodec.disabled()
         self._authorization = authorization
         self._tracing = tracing if tracing is not None else Tracing()
-        self._begin = begin
-        self._finish = finish
 
     def prepare(self, job: ClaimedJob) -> str | TargetNotImportableError | None:
         """Decode and re-check the job: None when it may run (``job.invocation``,
@@ -226,42 +201,49 @@ class JobExecutor:
         except TargetNotImportableError as exc:
             return exc
         except REFUSED as exc:
-            return f"refused at dispatch: {self._sanitizer.sanitize(exc)}"
+            return f"refused at dispatch: {self._safe_message(exc)}"
         except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
-            return f"cannot load the job target: {self._sanitizer.sanitize(exc)}"
+            return f"cannot load the job target: {self._safe_message(exc)}"
         job.invocation = invocation
         job.loaded = loaded
         label = entity.execution_target
-        job.gate = label if label else ("async" if loaded.is_async else "sync")
+        if label:
+            job.gate = GateKey.of_label(label)
+        else:
+            kind = ExecutionKind.ASYNC if loaded.is_async else ExecutionKind.SYNC
+            job.gate = GateKey.of_kind(kind)
         return None
 
-    def run_sync(self, job: ClaimedJob) -> None:
-        """Run a prepared ``def`` job on this thread and report its outcome."""
-        if not self._begin(job):
-            return
-        outcome = Outcome(job)
+    def _safe_message(self, exc: BaseException) -> str:
         try:
-            plan = self._plan(outcome)
-            job.called = True
-            outcome.result = plan.call()
-        except JOB_ERRORS as exc:  # every job error goes through the retry path
-            outcome.error = exc
-        self._finish(outcome)
+            return self._sanitizer.sanitize(exc)
+        except Exception:  # noqa: BLE001 - a broken sanitizer must not strand the job
+            _log.exception("the ErrorSanitizer raised while sanitizing a dispatch refusal")
+            return f"{type(exc).__name__} (the ErrorSanitizer failed; message withheld)"
 
-    async def run_async(self, job: ClaimedJob) -> None:
-        """Run a prepared ``async def`` job on the running loop and report its outcome."""
-        if not self._begin(job):
-            return
-        outcome = Outcome(job)
+    def attempt_sync(self, job: ClaimedJob) -> Attempt:
+        """Call a prepared ``def`` job on this thread."""
+        attempt = Attempt(job)
         try:
-            plan = self._plan(outcome)
+            plan = self._plan(attempt)
             job.called = True
-            outcome.result = await plan.call_async()
+            attempt.result = plan.call()
         except JOB_ERRORS as exc:  # every job error goes through the retry path
-            outcome.error = exc
-        self._finish(outcome)
+            attempt.error = exc
+        return attempt
 
-    def _plan(self, outcome: Outcome) -> CallPlan:
+    async def attempt_async(self, job: ClaimedJob) -> Attempt:
+        """Await a prepared ``async def`` job on the running loop."""
+        attempt = Attempt(job)
+        try:
+            plan = self._plan(attempt)
+            job.called = True
+            attempt.result = await plan.call_async()
+        except JOB_ERRORS as exc:  # every job error goes through the retry path
+            attempt.error = exc
+        return attempt
+
+    def _plan(self, outcome: Attempt) -> CallPlan:
         job = outcome.job
         entity = job.entity
         loaded = job.loaded
@@ -308,4 +290,4 @@ class JobExecutor:
         )
 
 
-__all__ = ["JOB_ERRORS", "REFUSED", "CallPlan", "JobExecutor", "LazyJobLogger", "Outcome"]
+__all__ = ["JOB_ERRORS", "REFUSED", "Attempt", "CallPlan", "JobExecutor", "LazyJobLogger"]

@@ -1,0 +1,61 @@
+"""Idleness of a worker, for ``Worker.run_until_idle`` (and ``ratchet worker --burst``)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from ratchet_api.model import JobStatus
+from ratchet_api.store.entities import JobQuery
+from ratchet_core.worker.parts import Parts
+
+
+def is_idle(p: Parts, deadline: float) -> bool:
+    """One round of ``Worker.run_until_idle``: True when nothing is claimed, unwritten or
+    being settled, two polls that started after this moment found nothing, and no job this
+    worker put back is due before ``deadline`` (``time.monotonic()``)."""
+    if not p.quiet():
+        time.sleep(0.005)
+        return False
+    # Nothing in flight: idle once a poll that started after this moment finds nothing.
+    polls = p.producer.empty_polls
+    p.producer.request_poll()
+    while time.monotonic() < deadline:
+        if not p.quiet():
+            return False
+        if p.producer.empty_polls >= polls + 2:
+            break
+        time.sleep(0.002)
+    else:
+        return False
+    due_soon = next_due(p, deadline)
+    if due_soon is not None:
+        time.sleep(min(max(0.0, due_soon), 0.05))
+        return False
+    return True
+
+
+def next_due(p: Parts, deadline: float) -> float | None:
+    """Seconds until the earliest job due before ``deadline`` that this worker put back
+    (a retry, or a deferral by flow control or an open circuit), or None."""
+    query = p.query
+    if query is None:
+        return None
+    try:
+        pending = query.search_jobs(JobQuery(statuses=frozenset({JobStatus.PENDING}), limit=1000))
+    except Exception:  # noqa: BLE001 - idleness is then judged by claims only
+        return None
+    now = p.now()
+    horizon = now + timedelta(seconds=max(0.0, deadline - time.monotonic()))
+    deferred = p.deferred_ids()
+    due = [
+        j.scheduled_at
+        for j in pending
+        if (j.attempt > 0 or j.id in deferred) and j.scheduled_at <= horizon
+    ]
+    if not due:
+        return None
+    return max(0.0, (min(due) - now).total_seconds())
+
+
+__all__ = ["is_idle", "next_due"]

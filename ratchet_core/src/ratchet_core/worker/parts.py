@@ -1,0 +1,361 @@
+"""The wiring of a worker's parts (see ``core.py``): built without threads by
+:class:`Parts`; :meth:`Parts.open` starts the threaded ones, :meth:`Parts.close` stops them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+from uuid import UUID
+
+import attrs
+
+from ratchet_api.errors import ConfigurationError
+from ratchet_api.model import ThreadingMode
+from ratchet_api.spi import (
+    BeanResolver,
+    CircuitBreakerConfigProvider,
+    ErrorSanitizer,
+    ExecutionTuningProvider,
+    ExecutorProvider,
+    JobAuthorizationPolicy,
+    JobInvocationResolver,
+    JobLoggerFactory,
+    MetricsCollector,
+    NodeIdentityProvider,
+    NodeTagAffinityProvider,
+    PayloadSerializer,
+    PollingStrategyProvider,
+    PreExecutionArgResolver,
+    RatchetConfig,
+    ResilienceStrategy,
+    ResultPersistenceStrategy,
+    RetryPolicy,
+    StartupCoordinator,
+    TargetLoader,
+)
+from ratchet_api.store.entities import JobEntity
+from ratchet_api.store.protocols import JobAuditStore, JobExtensionStore, JobQueryStore, JobStore
+from ratchet_core.authorization import effective_policy
+from ratchet_core.batches import BatchTracker
+from ratchet_core.codec import PayloadCodec
+from ratchet_core.defaults.execution import concurrency_key
+from ratchet_core.flow_control import FlowControl
+from ratchet_core.retention import RetentionTask
+from ratchet_core.tracing import tracing_from_config
+from ratchet_core.worker.admission import Admission
+from ratchet_core.worker.completion import CompletionBatcher, PendingWrite
+from ratchet_core.worker.dispatch import DispatchMarks
+from ratchet_core.worker.dispatcher import Dispatcher
+from ratchet_core.worker.execution import ASYNC_GATE, SYNC_GATE, ClaimedJob, GateKey
+from ratchet_core.worker.executor import JobExecutor
+from ratchet_core.worker.maintenance import Maintenance
+from ratchet_core.worker.metrics_guard import GuardedMetrics
+from ratchet_core.worker.poller_guard import PollerGuard
+from ratchet_core.worker.producer import Producer
+from ratchet_core.worker.runner import JobRunner
+from ratchet_core.worker.settings import WorkerSettings
+from ratchet_core.worker.stats import Counters, WorkerStats
+from ratchet_core.worker.subscribers import WorkerSubscriber
+from ratchet_core.worker.table import ClaimedJobs
+from ratchet_core.workflow.driver import WorkflowDriver, create_driver
+
+_log = logging.getLogger("ratchet.worker")
+
+
+class Parts:
+    """A worker's parts and the little state they share (the store clock's offset, the jobs
+    this worker deferred), from the worker's constructor arguments."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        store: JobStore,
+        config: RatchetConfig,
+        serializer: PayloadSerializer,
+        resolver: JobInvocationResolver,
+        loader: TargetLoader | None,
+        retry_policy: RetryPolicy,
+        sanitizer: ErrorSanitizer,
+        metrics: MetricsCollector,
+        executor_provider: ExecutorProvider,
+        tuning: ExecutionTuningProvider,
+        polling: PollingStrategyProvider,
+        logger_factory: JobLoggerFactory,
+        bean_resolver: BeanResolver,
+        node_identity: NodeIdentityProvider,
+        tag_affinity: NodeTagAffinityProvider,
+        startup: StartupCoordinator,
+        result_persistence: ResultPersistenceStrategy,
+        arg_resolver: PreExecutionArgResolver,
+        resilience: ResilienceStrategy,
+        breaker_config: CircuitBreakerConfigProvider | None,
+        codec: PayloadCodec | None,
+        authorization: JobAuthorizationPolicy | None,
+    ) -> None:
+        s = settings
+        self.settings = s
+        self.store = store
+        self.store_name = type(store).__name__
+        if loader is None:
+            if not isinstance(resolver, TargetLoader):
+                raise ConfigurationError(
+                    "target_loader",
+                    f"{type(resolver).__name__} is not a TargetLoader: pass loader= (the "
+                    "container's target_loader provider does)",
+                )
+            loader = resolver
+        self.loader: TargetLoader = loader
+        # a collector that raises (against its contract) must never change a job's outcome
+        self.metrics = cast(MetricsCollector, GuardedMetrics(metrics))
+        self.identity = node_identity.identity()
+        self.node_id = self.identity.node_id
+        tag_filter = tag_affinity.tag_filter()
+        self._tags = None if tag_filter.is_empty else tag_filter
+        self.targets = list(s.execution_targets) or None
+        self._config = config
+        self._startup = startup
+        self._executor_provider = executor_provider
+        self._tuning = tuning
+        codec = codec if codec is not None else PayloadCodec.disabled()
+        self._clock_offset = timedelta(0)
+        self._deferred: dict[UUID, datetime] = {}
+        self._deferred_lock = threading.Lock()
+        self.query = store.capability(JobQueryStore)
+        self.audit = store.capability(JobAuditStore) if s.audit else None
+        retention = RetentionTask.from_config(store, config, startup)
+        self._maintenance_tasks = [retention] if retention is not None else []
+
+        self.inline = tuning.default_threading_mode() is ThreadingMode.INLINE
+        self.sync_limit = tuning.max_concurrency("sync", s.concurrency)
+        self.async_limit = tuning.max_concurrency("async", s.concurrency)
+        self.counters = Counters()
+        self.guard = PollerGuard(self.node_id, breaker_config, self.metrics)
+        self.flow = FlowControl(store, config, self.metrics)
+        self.marks = DispatchMarks(store, delay=s.flush_interval.total_seconds())
+        capacity = max(1, s.concurrency + s.prefetch)
+        self.table = ClaimedJobs(
+            concurrency=s.concurrency,
+            prefetch=s.prefetch,
+            backlog=max(s.flush_batch_size, capacity),
+            watermark=max(1, min(s.claim_batch_size, capacity) // 2),
+            gate_limit=self._gate_limit,
+            on_free=self._room_freed,
+        )
+        self.completer: CompletionBatcher | None = None
+        self.workflow: WorkflowDriver | None = None
+        self.maintenance: Maintenance | None = None
+        self.batches = BatchTracker(store, on_released=self._poll_now)
+        executor = JobExecutor(
+            loader=self.loader,
+            arg_resolver=arg_resolver,
+            bean_resolver=bean_resolver,
+            resilience=resilience,
+            logger_factory=logger_factory,
+            serializer=serializer,
+            sanitizer=sanitizer,
+            extension=store.capability(JobExtensionStore),
+            node_id=self.node_id,
+            codec=codec,
+            authorization=effective_policy(authorization),
+            tracing=tracing_from_config(config),
+        )
+        admission = Admission(
+            flow=self.flow,
+            resilience=resilience,
+            marks=self.marks,
+            mark_lease=s.node_timeout.total_seconds() / 2,
+            now=self.now,
+            metrics=self.metrics,
+        )
+        self.runner = JobRunner(
+            table=self.table,
+            executor=executor,
+            admission=admission,
+            completer=lambda: self.completer,
+            flow=self.flow,
+            marks=self.marks,
+            retry_policy=retry_policy,
+            sanitizer=sanitizer,
+            results=result_persistence,
+            codec=codec,
+            metrics=self.metrics,
+            node_id=self.node_id,
+            audit=self.audit is not None,
+            now=self.now,
+        )
+        self.dispatcher = Dispatcher(
+            table=self.table,
+            executor=executor,
+            runner=self.runner,
+            inline=self.inline,
+            node_id=self.node_id,
+        )
+        self.producer = Producer(
+            self.table,
+            self._claim,
+            self.guard,
+            s.claim_batch_size,
+            accept=self._accept,
+            polling=polling,
+            settings=s,
+            metrics=self.metrics,
+            node_id=self.node_id,
+            between_polls=self._between_polls,
+        )
+        self.subscriber = WorkerSubscriber(
+            table=self.table,
+            counters=self.counters,
+            batches=self.batches,
+            workflow=lambda: self.workflow,
+            node_id=self.node_id,
+            on_deferred=self._note_deferred,
+        )
+
+    # ------------------------------------------------------------ lifecycle
+
+    def open(self, worker: Any, recurring: Any) -> None:
+        """Start the completer, the job threads' pool, the workflow driver and maintenance."""
+        s = self.settings
+        self.refresh_clock()
+        self.completer = CompletionBatcher(
+            self.store,
+            interval=s.flush_interval.total_seconds(),
+            batch_size=s.flush_batch_size,
+            metrics=self.metrics,
+            audit=self.audit,
+            store_name=self.store_name,
+            subscribers=[self.subscriber],
+            max_pending=self.table.backlog + self.table.capacity,
+            # beyond that the job's heartbeat has stopped mattering: recovery runs it again
+            give_up_after=2 * s.node_timeout.total_seconds(),
+        )
+        if not self.inline:
+            self.dispatcher.open(self._executor_provider.job_executor(self.sync_limit))
+        self.workflow = create_driver(worker, self.producer.request_poll)
+        self.maintenance = Maintenance(
+            self.store,
+            self.identity,
+            self._startup,
+            heartbeat_interval=s.heartbeat_interval,
+            node_timeout=s.node_timeout,
+            recovery_interval=s.recovery_interval,
+            owned_ids=self.table.owned_ids,
+            on_recovered=lambda n: self.counters.add("recovered", n),
+            on_clock=self._set_clock,
+            recurring=recurring,
+            sweeps=(self.workflow.sweep,),
+            tasks=self._maintenance_tasks,
+        )
+        self.maintenance.start()
+
+    def close(self) -> None:
+        """Write what is pending, then stop every thread (after the jobs were handed over)."""
+        if self.completer is not None:
+            self.completer.close()
+        self.marks.close()
+        if self.workflow is not None:
+            self.workflow.close()
+        self.dispatcher.close()
+        if self.maintenance is not None:
+            self.maintenance.stop()
+            self.maintenance.deregister()
+
+    # ------------------------------------------------------------ reads
+
+    def snapshot(self, *, idle: bool = False) -> WorkerStats:
+        return attrs.evolve(self.counters.snapshot(idle=idle), running=self.table.running)
+
+    def quiet(self) -> bool:
+        """Nothing claimed, nothing unwritten, no workflow step being settled."""
+        settling = self.workflow is not None and self.workflow.pending > 0
+        return self.table.empty and not settling
+
+    def deferred_ids(self) -> set[UUID]:
+        with self._deferred_lock:
+            return set(self._deferred)
+
+    def now(self) -> datetime:
+        """The store's clock, approximated by the local clock plus the measured offset."""
+        return datetime.now(UTC) + self._clock_offset
+
+    def refresh_clock(self) -> None:
+        try:
+            self._clock_offset = self.store.server_now() - datetime.now(UTC)
+        except Exception:  # noqa: BLE001 - local clock then
+            _log.debug("reading the store clock failed", exc_info=True)
+
+    # ------------------------------------------------------------ helpers
+
+    def _accept(self, job: ClaimedJob) -> None:
+        self.counters.add("claimed")
+        self.dispatcher.accept(job)
+
+    def _room_freed(self) -> None:
+        self.producer.wake.set()
+
+    def _poll_now(self) -> None:
+        self.producer.request_poll()
+
+    def _between_polls(self) -> None:
+        self.batches.sweep_every(self.settings.recovery_interval.total_seconds())
+
+    def _set_clock(self, offset: timedelta) -> None:
+        self._clock_offset = offset
+
+    def _note_deferred(self, item: PendingWrite) -> None:
+        if item.run_at is None:
+            return
+        with self._deferred_lock:
+            self._deferred[item.job_id] = item.run_at
+            if len(self._deferred) > 10_000:  # bounded: the oldest deferrals are long due
+                for job_id in list(self._deferred)[:1000]:
+                    del self._deferred[job_id]
+
+    def _claim(self, limit: int) -> list[JobEntity]:
+        started = time.perf_counter()
+        try:
+            jobs = self.store.claim_next_batch(
+                self.node_id, limit, execution_targets=self.targets, tag_filter=self._tags
+            )
+        except Exception:
+            self._timing("failure", started)
+            raise
+        self._timing("success", started)
+        return jobs
+
+    def _timing(self, outcome: str, started: float) -> None:
+        self.metrics.store_operation(
+            self.store_name,
+            "claim_next_batch",
+            outcome,
+            int((time.perf_counter() - started) * 1000),
+        )
+
+    def _gate_limit(self, key: GateKey) -> int:
+        """The concurrency of a gate: the kinds' from the tuning; an execution target label's
+        ``worker.concurrency.<label>``, else the default (reported once as
+        ``execution_target_fallback``)."""
+        if key == SYNC_GATE:
+            return self.sync_limit
+        if key == ASYNC_GATE:
+            return self.async_limit
+        label = key.tuning_name
+        limit = self._tuning.max_concurrency(label, self.settings.concurrency)
+        if self._config.raw(concurrency_key(label)) is None:
+            self.metrics.execution_target_fallback(label, "default")
+            _log.info(
+                "execution target %r has no worker.concurrency.%s; it runs with the default "
+                "concurrency %d",
+                label,
+                label,
+                limit,
+            )
+        return limit
+
+
+__all__ = ["Parts"]
