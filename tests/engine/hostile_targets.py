@@ -40,7 +40,12 @@ def log_line(line: str, context: JobContext) -> None:
 def log_lines(count: int, context: JobContext) -> None:
     """Write ``count`` lines through the job's logger."""
     for index in range(count):
-        context.logger.info("line %d", index)
+        context.logger.info(f"line {index}")
+
+
+def raise_big(size: int, secret: str) -> None:
+    """Fail with a message of ``size`` characters that ends with ``secret``."""
+    raise RuntimeError("x" * size + " password=" + secret)
 
 
 def echo(value: object) -> object:

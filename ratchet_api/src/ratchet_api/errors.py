@@ -23,6 +23,16 @@ class ConfigurationError(RatchetError, ValueError):
         self.key = key
 
 
+class UnknownConfigurationKeyError(ConfigurationError):
+    """A configuration source sets a key no installed component reads (a typo such as
+    ``payload.masking``); ``.suggestion`` is the closest valid key, or None."""
+
+    def __init__(self, key: str, source: str, suggestion: str | None) -> None:
+        hint = f"did you mean {suggestion!r}?" if suggestion else "see `ratchet config`"
+        super().__init__(key, f"unknown key set by {source}; {hint}")
+        self.suggestion = suggestion
+
+
 class DeploymentError(RatchetError):
     """The container cannot be built (ambiguous or non-conforming alternatives)."""
 
@@ -54,6 +64,31 @@ class NonConformingAlternativeError(DeploymentError, TypeError):
 
 class InvalidJobError(RatchetError, ValueError):
     """A job cannot be created as requested (bad option, bad argument, refused target)."""
+
+
+class InvalidArgumentError(InvalidJobError):
+    """A value given at enqueue cannot be stored as it is: a NaN, infinite or out-of-range delay
+    or schedule time, a NUL byte or a lone surrogate in a key, tag, label or argument.
+    ``.field`` names the parameter, option or argument; the message names it too."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class LimitExceededError(InvalidJobError):
+    """A configured size limit refused a value: an argument payload at enqueue, a job's result
+    at completion. ``.limit`` is the configuration key, ``.size`` and ``.maximum`` the sizes in
+    bytes."""
+
+    def __init__(self, limit: str, size: int, maximum: int, what: str) -> None:
+        super().__init__(
+            f"{what} is {size} bytes, over the limit {limit} = {maximum} bytes (raise it in the "
+            "configuration, or store large data elsewhere and pass a reference)"
+        )
+        self.limit = limit
+        self.size = size
+        self.maximum = maximum
 
 
 class InvalidTargetError(InvalidJobError):
@@ -252,6 +287,7 @@ __all__ = [
     "EncryptionError",
     "EncryptionIntegrityError",
     "EncryptionVersionSkewError",
+    "InvalidArgumentError",
     "InvalidJobError",
     "InvalidScheduleError",
     "JobAuthorizationError",
@@ -259,6 +295,7 @@ __all__ = [
     "InvalidTargetError",
     "TargetNotImportableError",
     "JobNotFoundError",
+    "LimitExceededError",
     "NonConformingAlternativeError",
     "PayloadError",
     "RecurringJobNotFoundError",
@@ -268,5 +305,6 @@ __all__ = [
     "StoreError",
     "StoreSpiVersionError",
     "TransientStoreError",
+    "UnknownConfigurationKeyError",
     "UnsupportedCapabilityError",
 ]

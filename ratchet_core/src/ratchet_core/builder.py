@@ -21,7 +21,7 @@ safe.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, Self
 from uuid import UUID
 
@@ -39,6 +39,7 @@ from ratchet_api.model import (
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH, ConditionKind
 from ratchet_api.workflow import Condition, SignalTimeout
 from ratchet_core.flow_control import FlowSpec, check_flow_key, check_permits, check_rate
+from ratchet_core.limits import check_delay_seconds, check_schedule_time, check_text
 from ratchet_core.properties import check_property
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ def check_tags(tags: tuple[Any, ...]) -> tuple[str, ...]:
     for tag in tags:
         if not isinstance(tag, str) or not tag.strip():
             raise _bad("tags", f"every tag must be a non-empty string, got {tag!r}")
+        check_text("tags", tag)  # NUL bytes and lone surrogates (ratchet_core.limits)
         if len(tag) > MAX_TAG_LENGTH:
             raise _bad(
                 "tags",
@@ -181,16 +183,13 @@ def check_key(option: str, value: Any) -> str:
         raise _bad(option, f"must be a non-empty string, got {value!r}")
     if len(value) > MAX_KEY_LENGTH:
         raise _bad(option, f"is {len(value)} characters, the limit is {MAX_KEY_LENGTH}")
-    return value
+    return check_text(option, value)  # NUL bytes and lone surrogates (ratchet_core.limits)
 
 
 def check_delay(value: Any) -> timedelta:
     if isinstance(value, bool) or not isinstance(value, (int, float, timedelta)):
         raise _bad("delay", f"expected seconds or a timedelta, got {value!r}")
-    delay = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
-    if delay < timedelta(0):
-        raise _bad("delay", f"must not be negative, got {value!r}")
-    return delay
+    return check_delay_seconds("delay", value)  # NaN, infinite, out of range: limits.py
 
 
 def check_at(value: Any) -> datetime:
@@ -202,7 +201,7 @@ def check_at(value: Any) -> datetime:
             f"{value.isoformat()} is naive; pass a timezone-aware datetime "
             "(for example datetime(2030, 1, 1, tzinfo=timezone.utc))",
         )
-    return value.astimezone(UTC)
+    return check_schedule_time("at", value)  # out of range: limits.py
 
 
 class JobOptionSetters:

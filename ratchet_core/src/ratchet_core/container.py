@@ -164,6 +164,7 @@ class RatchetContainer(containers.DeclarativeContainer):
     result_persistence_strategy = providers.Singleton(
         lazy("ratchet_core.serialization.DefaultResultPersistenceStrategy"),
         serializer=payload_serializer,
+        settings=settings,  # limits.max_result_bytes
     )
     bean_resolver = providers.Singleton(
         lazy("ratchet_core.beans.ContainerBeanResolver"), container=__self__
@@ -203,7 +204,9 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.workflow.args.WorkflowArgResolver"), store=job_store
     )
     job_logger_factory = providers.Singleton(
-        lazy("ratchet_core.defaults.logging.LoguruJobLoggerFactory"), store=job_store
+        lazy("ratchet_core.defaults.logging.LoguruJobLoggerFactory"),
+        store=job_store,
+        settings=settings,  # limits.max_job_log_lines
     )
     node_identity_provider = providers.Singleton(
         lazy("ratchet_core.defaults.cluster.DefaultNodeIdentityProvider"), settings=settings

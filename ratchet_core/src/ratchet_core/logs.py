@@ -6,6 +6,9 @@ traceback on a busy machine) behind a :class:`~logging.handlers.QueueListener` t
 on a job, heartbeat or completion thread only enqueues the record. Tracebacks of transient store
 errors (a dropped connection, a deadlock; :func:`is_transient`) are rendered as one line by
 :class:`CompactTransientErrors` instead of hundreds of lines per occurrence.
+:class:`EscapeControlCharacters` writes control characters of every message as escapes and
+indents its continuation lines: stored data (a target name, an argument, an error) cannot send
+escape sequences to the terminal or forge a log line (issue 26).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import copy
 import logging
 import logging.handlers
 import queue
+import re
 from collections.abc import Callable, Sequence
 
 from ratchet_api.errors import StoreError
@@ -54,6 +58,45 @@ class CompactTransientErrors(logging.Filter):
         return True
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTINUATION = "\n    "
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group(0)
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def escape_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with control characters written as escapes (ESC as ``\\x1b``, CR as ``\\x0d``),
+    so that stored data printed or logged cannot move the cursor, recolour or clear a terminal.
+    Newlines become ``\\n`` too, unless ``keep_newlines``: then every line after the first is
+    indented, so a newline in stored data can never start what looks like a log line of its
+    own. Tabs are kept."""
+    text = _CONTROL.sub(_escape_char, text)
+    if keep_newlines:
+        return text.replace("\n", _CONTINUATION)
+    return text.replace("\n", "\\n")
+
+
+class EscapeControlCharacters(logging.Filter):
+    """Escapes control characters in a record's message (:func:`escape_controls`, continuation
+    lines indented) and in its rendered traceback: whatever a job put in a target name, an
+    argument or an error reaches the log as text, on one log entry."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string is the handler's to report
+            return True
+        escaped = escape_controls(message, keep_newlines=True)
+        if escaped != message or record.args:
+            record.msg = escaped
+            record.args = None
+        return True
+
+
 class _RecordQueueHandler(logging.handlers.QueueHandler):
     """Enqueues records unformatted: the message is merged with its arguments (they may
     change after the call) but the exception stays an object, so the listener's handler
@@ -79,6 +122,7 @@ def start_queued_logging(
     compact = CompactTransientErrors()
     for handler in handlers:
         handler.addFilter(compact)
+        handler.addFilter(_ESCAPE)
     listener = logging.handlers.QueueListener(records, *handlers, respect_handler_level=True)
     root = logging.getLogger()
     previous = (list(root.handlers), root.level)
@@ -127,11 +171,13 @@ def stop_queued_logging(listener: logging.handlers.QueueListener, timeout: float
     root.removeHandler(queued)
     for handler in handlers:
         handler.removeFilter(compact)
+        handler.removeFilter(_ESCAPE)
         if handler not in root.handlers:
             root.addHandler(handler)
     root.setLevel(level)
 
 
+_ESCAPE = EscapeControlCharacters()
 _listeners: list[logging.handlers.QueueListener] = []
 _restore: dict[
     int,
@@ -159,6 +205,8 @@ def flush_queued_logging(timeout: float = 2.0) -> None:
 
 __all__ = [
     "CompactTransientErrors",
+    "EscapeControlCharacters",
+    "escape_controls",
     "flush_queued_logging",
     "is_transient",
     "one_line",

@@ -65,6 +65,7 @@ from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
 from ratchet_core.detail import JobDetailReader
 from ratchet_core.invocation import sign_invocation
+from ratchet_core.limits import Limits
 from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
 from ratchet_core.payload import encode_backoff, encode_invocation, encode_invocations
 from ratchet_core.properties import put_properties
@@ -140,6 +141,7 @@ class SchedulerService:
         self._authorization = effective_policy(authorization)
         self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
         self._tracing = tracing_from_config(settings)
+        self._limits = Limits.from_settings(settings)  # payload size (ratchet_core.limits)
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
         self._recurring = RecurringService(
@@ -341,6 +343,7 @@ class SchedulerService:
         job_id = uuid7()
         self._authorize(job_id, invocation, options)
         payload = self._tracing.stamp(encode_invocation(invocation))
+        self._limits.check_payload(payload, invocation)
         if options.encrypted or self.codec.encrypt_all:
             payload = self.codec.seal_payload(payload, job_id)
         return self._new_entity(
@@ -369,6 +372,7 @@ class SchedulerService:
         for job_id, invocation in zip(ids, invocations, strict=True):
             self._authorize(job_id, invocation, options)
         payloads = encode_invocations(invocations)
+        self._limits.check_payloads(payloads, invocations)
         if self._tracing.enabled:
             payloads = [self._tracing.stamp(payload) for payload in payloads]
         if options.encrypted or self.codec.encrypt_all:

@@ -48,8 +48,10 @@ import cattrs
 
 from ratchet_api.errors import ClassNotAllowedError, PayloadError
 from ratchet_api.model import SerializedJobResult
+from ratchet_api.spi import RatchetConfig
 from ratchet_api.spi.payload import PayloadSerializer
 from ratchet_api.spi.policies import ClassPolicy
+from ratchet_core.limits import Limits
 from ratchet_core.payload import dumps_compact
 
 _MAX_DEPTH = 200
@@ -479,10 +481,14 @@ def value_classes(value: Any) -> Iterator[str]:
 class DefaultResultPersistenceStrategy:
     """Stores a return value as JSON through the ``PayloadSerializer`` with its type name;
     ``None`` is stored as no result. A value the serializer refuses raises ``PayloadError``
-    naming the job (the worker then fails the attempt)."""
+    naming the job (the worker then fails the attempt), and a result over
+    ``limits.max_result_bytes`` raises ``LimitExceededError`` naming that key."""
 
-    def __init__(self, serializer: PayloadSerializer) -> None:
+    def __init__(
+        self, serializer: PayloadSerializer, settings: RatchetConfig | None = None
+    ) -> None:
         self._serializer = serializer
+        self._limits = Limits() if settings is None else Limits.from_settings(settings)
 
     def serialize(self, job_id: UUID, result: Any) -> SerializedJobResult:
         if result is None:
@@ -491,6 +497,7 @@ class DefaultResultPersistenceStrategy:
             text = self._serializer.serialize(result)
         except PayloadError as exc:
             raise PayloadError(f"return value of job {job_id} cannot be stored: {exc}") from exc
+        self._limits.check_result(text, f"job {job_id}")
         return SerializedJobResult(json=text, type_name=type_name(type(result)))
 
 

@@ -6,6 +6,10 @@ bound as extra context (``{extra[job_id]}`` in a loguru format). When the store 
 and written with one ``append_logs`` call when the logger is flushed or closed (the worker closes
 it after the attempt) or when ``buffer_size`` lines are waiting, so a job does not pay a database
 round trip per line.
+
+Lines are redacted like errors (credentials, tokens, keys, card numbers: ``redact``) before they
+are stored or printed; an attempt stores at most ``limits.max_job_log_lines`` lines (one more
+says the limit was reached).
 """
 
 from __future__ import annotations
@@ -14,11 +18,16 @@ import threading
 from types import TracebackType
 from typing import Any
 
+import attrs
 from loguru import logger as _loguru
 
 from ratchet_api.model import JobLoggerContext
+from ratchet_api.spi import RatchetConfig
 from ratchet_api.store.entities import JobLogLine, LogLevel
 from ratchet_api.store.protocols import JobAuditStore
+from ratchet_core.defaults.security import redact
+from ratchet_core.limits import MAX_JOB_LOG_LINES
+from ratchet_core.logs import escape_controls
 
 _LOGURU_LEVELS = {
     LogLevel.TRACE: "TRACE",
@@ -41,8 +50,11 @@ class LoguruJobLogger:
         *,
         buffer_size: int = 200,
         max_line_length: int = 4000,
+        max_lines: int = MAX_JOB_LOG_LINES.default,
     ) -> None:
         self.context = context
+        self._max_lines = max_lines
+        self._stored = 0  # lines accepted for the store (the limit counts these)
         self._audit = audit
         self._buffer: list[JobLogLine] = []
         self._buffer_size = max(1, buffer_size)
@@ -64,19 +76,38 @@ class LoguruJobLogger:
             return len(self._buffer)
 
     def _emit(self, level: LogLevel, message: str) -> None:
-        self._log.opt(depth=2).log(_LOGURU_LEVELS[level], message)
+        # A job's lines are stored and printed: secrets are redacted first (bounded, linear:
+        # see ratchet_core.defaults.security.redact), and the printed line has its control
+        # characters escaped so that it stays one line of text.
+        message = redact(str(message), self._max_line_length)[: self._max_line_length]
+        self._log.opt(depth=2).log(_LOGURU_LEVELS[level], escape_controls(message))
         if self._audit is None:
             return
         line = JobLogLine(
             job_id=self.context.job_id,
             level=level,
-            message=message[: self._max_line_length],
+            message=message,
             attempt=self.context.attempt,
         )
         flush_now = False
         with self._lock:
             if self._closed:
                 return
+            if self._max_lines and self._stored >= self._max_lines:
+                if self._stored == self._max_lines:
+                    self._stored += 1
+                    self._buffer.append(
+                        attrs.evolve(
+                            line,
+                            level=LogLevel.WARNING,
+                            message=(
+                                f"job log limit reached ({MAX_JOB_LOG_LINES.name} = "
+                                f"{self._max_lines}): further lines of this attempt are not stored"
+                            ),
+                        )
+                    )
+                return
+            self._stored += 1
             self._buffer.append(line)
             flush_now = len(self._buffer) >= self._buffer_size
         if flush_now:
@@ -134,7 +165,12 @@ class LoguruJobLogger:
 class LoguruJobLoggerFactory:
     """Creates :class:`LoguruJobLogger`; stores lines when ``store`` has ``JobAuditStore``."""
 
-    def __init__(self, store: Any = None, *, buffer_size: int = 200) -> None:
+    def __init__(
+        self, store: Any = None, *, buffer_size: int = 200, settings: RatchetConfig | None = None
+    ) -> None:
+        self._max_lines = (
+            MAX_JOB_LOG_LINES.default if settings is None else settings.get(MAX_JOB_LOG_LINES)
+        )
         audit: JobAuditStore | None = None
         capability = getattr(store, "capability", None)
         if callable(capability):
@@ -147,7 +183,9 @@ class LoguruJobLoggerFactory:
         return self._audit is not None
 
     def create(self, context: JobLoggerContext) -> LoguruJobLogger:
-        return LoguruJobLogger(context, self._audit, buffer_size=self._buffer_size)
+        return LoguruJobLogger(
+            context, self._audit, buffer_size=self._buffer_size, max_lines=self._max_lines
+        )
 
 
 __all__ = ["LoguruJobLogger", "LoguruJobLoggerFactory"]

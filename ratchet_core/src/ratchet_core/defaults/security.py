@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ratchet_api.model import MaskingContext
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
@@ -64,29 +64,129 @@ class PackagePrefixClassPolicy:
 MAX_ERROR_LENGTH = 2000
 _TRUNCATED = "... [truncated]"
 
-_SECRET_NAMES = (
-    r"password|passwd|pwd|pass|secret|client[_-]?secret|token|access[_-]?token|"
-    r"refresh[_-]?token|auth[_-]?token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|"
-    r"session[_-]?id|credentials?"
+REDACT_INPUT_LIMIT = 64 * 1024
+""":func:`redact` reads at most this many characters of its input (the rest is cut off with a
+marker before any pattern runs), so its cost is bounded whatever a job puts in an error."""
+
+_CUT_MARK = " [cut]"
+
+# Every pattern is linear: each starts with a literal or a look-behind that refuses to start
+# inside a run of the characters it consumes (so a 1 MB run is scanned once, not from each of
+# its positions), and every repetition is bounded. ``benchmarks/bench_sanitizer.py`` measures it.
+
+_WORD = r"A-Za-z0-9_"
+# Names of secrets that may be part of a longer name (DB_PASSWORD, PGPASSWORD, aws_secret_key,
+# github_token, ...).
+_SECRET_PARTS = (
+    r"password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key|"
+    r"private[_-]?key|credentials?"
 )
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Userinfo of any URL, including database URLs: postgresql://user:pw@host -> ***@host.
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/@?#]+@"), r"\1***@"),
-    # JDBC style / query-string credentials: user=alice&password=x -> user=***&password=***.
-    (re.compile(r"(?i)([?&;](?:user|username)=)[^&;\s]+"), r"\1***"),
-    # Authorization headers and bearer tokens.
-    (re.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*\S+"), r"\1***"),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}"), r"\1 ***"),
-    # password=..., "token": "...", api-key: ... (quoted or bare values).
+# Short names that are secrets only as a whole word or a ``_``/``-`` separated part of a name
+# (DB_PASS, MYSQL_PWD, pin), not inside a word ("bypass", "compass", "spinner").
+_SECRET_WORDS = r"pass|pwd|pw|pin|session[_-]?id|auth"
+_SECRET_KEY = (
+    rf"(?:[{_WORD}\-]{{0,40}}?(?:{_SECRET_PARTS})[{_WORD}\-]{{0,40}}"
+    rf"|(?:[{_WORD}\-]{{0,40}}?[_\-])?(?:{_SECRET_WORDS})(?:[_\-][{_WORD}\-]{{0,40}})?)"
+)
+
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = ord(char) - 48
+        if index % 2:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    text = match.group(0)
+    digits = "".join(c for c in text if c.isdigit())
+    if 13 <= len(digits) <= 19 and _luhn_ok(digits):
+        return "***"
+    return text
+
+
+def _aws_secret(match: re.Match[str]) -> str:
+    # 40 characters of base64 with both cases and a digit: an AWS secret access key shape. A git
+    # commit id (40 lower-case hex digits) is kept.
+    text = match.group(0)
+    if (
+        any(c.isupper() for c in text)
+        and any(c.islower() for c in text)
+        and any(c.isdigit() for c in text)
+    ):
+        return "***"
+    return text
+
+
+_Replacement = str | Callable[[re.Match[str]], str]
+
+_PATTERNS: tuple[tuple[re.Pattern[str], _Replacement], ...] = (
+    # URL userinfo, including passwords containing '@' or '/': everything from the scheme to the
+    # last '@' of the same token (postgresql://u:p@ss/w@host/db -> postgresql://***@host/db).
     (
         re.compile(
-            rf"(?i)([\"']?\b(?:{_SECRET_NAMES})\b[\"']?\s*[=:]\s*)"
-            r"(\"[^\"]*\"|'[^']*'|[^\s,;&)\]}]+)"
+            r"(?i)(?<![a-z0-9+.\-])([a-z][a-z0-9+.\-]{0,30}://)[^\s@]{0,512}@(?:[^\s@]{0,512}@)*"
+        ),
+        r"\1***@",
+    ),
+    # JDBC style / query-string user names: user=alice&password=x -> user=***&password=***.
+    (re.compile(r"(?i)([?&;](?:user|username)=)[^&;\s]{1,512}"), r"\1***"),
+    # Authorization headers and bearer tokens.
+    (
+        re.compile(
+            r"(?i)\b(authorization\s{0,8}[:=]\s{0,8})(?:(?:bearer|basic|token)\s{1,8})?\S{1,4096}"
         ),
         r"\1***",
     ),
+    (re.compile(r"(?i)\b(bearer|basic)\s{1,8}[A-Za-z0-9._~+/=\-]{8,4096}"), r"\1 ***"),
+    # PEM private keys are handled by _redact_pem (the body spans lines).
+    # JSON web tokens, bare: header.payload.signature, the first two base64url JSON objects.
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]{2,8192}\.[A-Za-z0-9_\-]{2,8192}(?:\.[A-Za-z0-9_\-]{0,8192})?"
+        ),
+        "***",
+    ),
+    # password=..., DB_PASSWORD=..., PGPASSWORD=..., "token": "...", api-key: ... (quoted or
+    # bare values; a name may carry a prefix or suffix: aws_secret_access_key).
+    (
+        re.compile(
+            rf"(?i)([\"']?(?<![{_WORD}\-]){_SECRET_KEY}(?![{_WORD}\-])[\"']?\s{{0,8}}[=:]\s{{0,8}})"
+            r"(\"[^\"]{0,4096}\"|'[^']{0,4096}'|[^\s,;&)\]}]{1,4096})"
+        ),
+        r"\1***",
+    ),
+    # AWS access key ids.
+    (
+        re.compile(
+            r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Z0-9])"
+        ),
+        "***",
+    ),
+    # AWS secret access keys (40 base64 characters, see _aws_secret).
+    (re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), _aws_secret),
+    # Stripe-style keys: sk_live_..., pk_test_..., rk_live_..., whsec_...
+    (
+        re.compile(r"(?<![A-Za-z0-9_])(?:(?:sk|pk|rk)_(?:live|test)|whsec)_[A-Za-z0-9]{8,512}"),
+        "***",
+    ),
+    # Card numbers, plain or grouped with spaces or dashes, that pass the Luhn check.
+    (re.compile(r"(?<![0-9])[0-9](?:[ \-]?[0-9]){12,18}(?![0-9])"), _card),
     # Email addresses.
-    (re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+"), "***@***"),
+    (
+        re.compile(
+            r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}@[A-Za-z0-9\-]{1,63}(?:\.[A-Za-z0-9\-]{1,63}){1,8}"
+        ),
+        "***@***",
+    ),
 )
 
 
@@ -97,8 +197,44 @@ def _class_name(error: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def redact(text: str) -> str:
-    """``text`` with credentials, URL userinfo, tokens and emails replaced by ``***``."""
+def bound_text(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters (the cut marked). The part of a token the
+    cut splits is dropped too, so that no half of a secret survives the patterns that would
+    have recognised the whole (a card number cut after 12 digits)."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit - len(_CUT_MARK))]
+    space = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    if space >= len(head) - 200:
+        head = head[: space + 1]
+    return head + _CUT_MARK
+
+
+def _redact_pem(text: str) -> str:
+    """Private keys in PEM form, from BEGIN to END (or to the end of a cut text), by a linear
+    scan."""
+    out: list[str] = []
+    position = 0
+    while True:
+        begin = _PEM_BEGIN.search(text, position)
+        if begin is None:
+            out.append(text[position:])
+            return "".join(out)
+        out.append(text[position : begin.start()])
+        out.append("-----BEGIN PRIVATE KEY----- *** -----END PRIVATE KEY-----")
+        end = _PEM_END.search(text, begin.end())
+        if end is None:
+            return "".join(out)
+        position = end.end()
+
+
+def redact(text: str, limit: int = REDACT_INPUT_LIMIT) -> str:
+    """``text`` with credentials, URL userinfo, tokens, keys, card numbers and emails replaced by
+    ``***``. At most ``limit`` characters are read (:func:`bound_text`): the cost is linear in
+    that bound, whatever the input."""
+    text = bound_text(text, limit)
+    if "PRIVATE KEY-----" in text:
+        text = _redact_pem(text)
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
@@ -107,10 +243,14 @@ def redact(text: str) -> str:
 class DefaultErrorSanitizer:
     """``<class name>: <redacted message>``, bounded to ``max_length`` characters (2000).
 
-    Keeps the exception class name (qualified for non-builtins), strips URL userinfo (database
-    URLs with credentials), ``password=``/``token=``/``secret=``/``api-key:`` style pairs,
-    authorization headers and emails. Never raises: if formatting the message itself fails, the
-    class name alone is returned. Thread safe.
+    Keeps the exception class name (qualified for non-builtins) and redacts the message with
+    :func:`redact`: URL userinfo (passwords containing ``@`` or ``/`` included),
+    ``password=``/``DB_PASSWORD=``/``PGPASSWORD=``/``token=``/``secret=``/``api-key:`` style
+    pairs, authorization headers and bearer tokens, bare JWTs, AWS access and secret keys,
+    Stripe-style keys, PEM private keys, card numbers (Luhn-checked, plain or grouped) and
+    emails. The message is cut to ``max_length`` before any pattern runs, so a 1 MB message costs
+    what a 2 KB one does. Never raises: if formatting the message itself fails, the class name
+    alone is returned. Thread safe.
     """
 
     def __init__(self, max_length: int = MAX_ERROR_LENGTH) -> None:
@@ -126,10 +266,11 @@ class DefaultErrorSanitizer:
         except Exception:  # noqa: BLE001 - a broken __str__ must not break failure handling
             return name[: self.max_length]
         try:
-            text = f"{name}: {redact(message)}" if message else name
+            long_message = len(message) > self.max_length
+            text = f"{name}: {redact(message, self.max_length)}" if message else name
         except Exception:  # noqa: BLE001 - never raise from the sanitizer
             return name[: self.max_length]
-        if len(text) > self.max_length:
+        if long_message or len(text) > self.max_length:
             text = text[: self.max_length - len(_TRUNCATED)] + _TRUNCATED
         return text
 
@@ -198,5 +339,7 @@ __all__ = [
     "MASK_FIELDS_PROPERTY",
     "DefaultPayloadMaskingPolicy",
     "PackagePrefixClassPolicy",
+    "REDACT_INPUT_LIMIT",
+    "bound_text",
     "redact",
 ]
