@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ from ratchet_api.store.versions import SPI_1_0, SPI_1_1, STORE_SPI
 from ratchet_tck import ALL_CONTRACTS, StoreFixture, contract_test_classes, is_required
 from ratchet_tck.report import VERDICT_COMPATIBLE, VERDICT_NOT_COMPATIBLE
 from ratchet_tck.versions import versions_of
-from tests.tck.v1_support import V1_SRC, import_v1_store
+from tests.tck.v1_support import V1_SRC, V1_STORE, import_v1_store
 
 import_v1_store()
 from ratchet_v1_sqlite.tck import V1SqliteFixture  # noqa: E402
@@ -43,10 +45,12 @@ def tck_fixture(tmp_path: Path) -> Iterator[StoreFixture]:
 globals().update(contract_test_classes())
 
 
-def _report(tmp_path: Path, fixture: str, *extra: str) -> tuple[int, dict[str, object]]:
+def _report(
+    tmp_path: Path, fixture: str, *extra: str, src: Path = V1_SRC
+) -> tuple[int, dict[str, object]]:
     out = tmp_path / "report"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(V1_SRC), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(src), str(ROOT)])
     done = subprocess.run(
         [
             sys.executable,
@@ -157,3 +161,29 @@ def test_a_version_the_tck_does_not_know_is_a_usage_error(tmp_path: Path) -> Non
     assert done.returncode == 2
     assert "--spi '7.3'" in done.stderr and "1.0, 1.1" in done.stderr
     assert SPI_1_0 < SPI_1_1 == STORE_SPI
+
+
+def test_the_changelog_diff_moves_the_1_0_store_to_1_1(tmp_path: Path) -> None:
+    """docs/stores/changelog.md's sqlite3 diff applies to the frozen 1.0 store and the result
+    certifies for 1.1: the migration guide is exactly what a store needs."""
+    text = (ROOT / "docs" / "stores" / "changelog.md").read_text()
+    marker = text.index("<!-- sqlite-1.0-to-1.1")
+    found = re.search(r"```diff\n(.*?)```", text[marker:], flags=re.S)
+    assert found is not None
+    moved = tmp_path / "store"
+    shutil.copytree(V1_STORE, moved, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "v1.1.diff").write_text(found.group(1))
+    applied = subprocess.run(
+        ["git", "apply", "--verbose", str(tmp_path / "v1.1.diff")],
+        cwd=moved,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    code, data = _report(tmp_path, "ratchet_v1_sqlite.tck:make_fixture", src=moved / "src")
+    assert code == 0, data["_stdout"]
+    spi = data["spi"]
+    assert isinstance(spi, dict)
+    assert (spi["declared"], spi["certified_for"], spi["met"]) == ("1.1", "1.1", "1.1")
+    assert spi["older_store_loses"] == []

@@ -52,6 +52,12 @@ from ratchet_api.store.protocols import (
     TagStore,
     WorkflowConditionStore,
 )
+from ratchet_api.store.versions import (
+    STORE_SPI,
+    STORE_SPI_ATTRIBUTE,
+    SpiVersion,
+    declared_spi_version,
+)
 
 __all__ = [
     "ArchiveStore",
@@ -93,13 +99,17 @@ __all__ = [
     "RecurringJobEntity",
     "RecurringJobStore",
     "ResourcePermitStore",
+    "STORE_SPI",
+    "STORE_SPI_ATTRIBUTE",
     "SchemaManager",
     "SignalStore",
     "SortOrder",
+    "SpiVersion",
     "StatusCount",
     "StoredValue",
     "TagStore",
     "WorkflowConditionEntity",
     "WorkflowConditionStore",
     "as_timedelta",
+    "declared_spi_version",
 ]

@@ -20,6 +20,12 @@ Contract rules that hold for every method unless its docstring says otherwise:
   equals it, and report a stale caller with ``False`` while changing nothing.
 * Errors: driver errors are translated into ``StoreError`` (``TransientStoreError`` when retrying
   may succeed); invalid values are refused with ``StoreDataError`` naming the field.
+
+Versions: these protocols are store SPI ``ratchet_api.store.versions.STORE_SPI`` (1.1). A store
+declares the version it implements with ``ratchet_store_spi = (1, 1)`` (none declared: 1.0); the
+engine runs a store of an older minor version through an adapter with the newer features
+disabled, and refuses another major version. Methods added after 1.0 say so in their
+docstrings; ``docs/stores/changelog.md`` lists every change and what a store must do.
 """
 
 from __future__ import annotations
@@ -121,6 +127,8 @@ class JobClaimStore(Protocol):
         claim recovered or given back while ``dispatched_at`` is None does not count its
         attempt (``reset_orphan_jobs``, ``release_claim``), so a worker that dies holding
         prefetched jobs never pushes them towards the dead letter.
+
+        Since store SPI 1.1.
         """
         ...
 
@@ -202,6 +210,9 @@ class JobBatchStatusStore(Protocol):
         ``unless_dispatched`` it also changes nothing and returns False when
         ``mark_dispatched`` applied to this claim (checked atomically with the release), so a
         recoverer cannot give back uncounted a claim whose job has started meanwhile. REQUIRED.
+
+        Since store SPI 1.1: ``run_at`` and ``unless_dispatched`` (1.0:
+        ``release_claim(job_id, claim_seq)``).
         """
         ...
 
@@ -229,7 +240,9 @@ class JobBatchStatusStore(Protocol):
         AWAITING_SIGNAL with ``signal_deadline``, or CANCELLED with ``last_error=reason`` and
         ``finished_at``. Children that are not WAITING (already settled by a concurrent or an
         earlier call) or whose ``parent_id`` differs are left unchanged, so repeating a call is
-        harmless. Returns the ids that moved. REQUIRED."""
+        harmless. Returns the ids that moved. REQUIRED.
+
+        Since store SPI 1.1."""
         ...
 
 
@@ -260,6 +273,9 @@ class JobBulkStore(Protocol):
           heartbeat, is never taken from under it).
 
         ``StoreDataError`` for a naive ``heartbeat_before``.
+
+        Since store SPI 1.1: ``heartbeat_before`` and the started-mark rule (1.0:
+        ``reset_orphan_jobs(node_ids)``, the attempt always counted).
         """
         ...
 
