@@ -97,6 +97,12 @@ class CliState:
     upgrade_command: str = "ratchet db upgrade"
     """How this command line creates the schema (named in "no schema yet" errors): the framework
     commands (``flask ratchet``, ``manage.py``) name their own."""
+    worker_signals: Any = None
+    """The ``ratchet_core.cli.worker.WorkerSignals`` a framework command installed before
+    anything slow (``manage.py ratchet_worker``); None: ``worker`` installs its own."""
+    route_loguru: bool = False
+    """Whether ``worker`` hands loguru's records to the standard ``logging`` of the host
+    framework (``ratchet_core.cli.worker.LoguruToLogging``) instead of loguru's stderr sink."""
     _applied: dict[str, str] = attrs.field(factory=dict)
     _inserted: list[Any] = attrs.field(factory=list)
 

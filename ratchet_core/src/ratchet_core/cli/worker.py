@@ -11,9 +11,11 @@ import sys
 import time
 from typing import Any
 
+import attrs
 import click
 
 from ratchet_api.errors import RatchetError
+from ratchet_core.process_signals import WorkerSignals
 
 
 def _status_line(worker: Any, started: float) -> Any:
@@ -53,6 +55,84 @@ def _console_handler() -> logging.Handler:
     handler = RichHandler(console=_stderr(), show_path=False, rich_tracebacks=True)
     handler.setFormatter(logging.Formatter("%(message)s"))
     return handler
+
+
+_stderr_sink = [0]
+"""Id of loguru's stderr sink: 0 (loguru's default) until :class:`LoguruToLogging` put it back."""
+
+
+class LoguruToLogging:
+    """A loguru sink that hands each record to the standard ``logging`` logger of the same
+    module (``ratchet_core.x`` becomes ``ratchet.x``), so that a worker inside a framework logs
+    every line once, in the format the application configured, instead of also on loguru's
+    own stderr sink. A job's lines carry ``job_id``, ``attempt`` and ``target`` (as record
+    attributes, and ``job ID:`` before the message). The worker's own note of a failed
+    attempt in the job's log (``ratchet_core.worker.*``) is handed on at DEBUG: the
+    ``ratchet.worker`` logger reports that failure already."""
+
+    def __init__(self) -> None:
+        self._sink_id: int | None = None
+        self._removed_default = False
+
+    def install(self) -> bool:
+        """Replace loguru's default stderr sink by this one; True when done. An application
+        that configured loguru itself (no default sink any more) keeps its sinks untouched."""
+        from loguru import logger
+
+        try:
+            logger.remove(_stderr_sink[0])  # loguru's default stderr sink
+        except ValueError:
+            return False
+        self._removed_default = True
+        self._sink_id = logger.add(self._emit, level=0, format="{message}", catch=True)
+        return True
+
+    def uninstall(self) -> None:
+        """Take this sink out and give loguru its stderr sink back."""
+        from loguru import logger
+
+        if self._sink_id is not None:
+            logger.remove(self._sink_id)
+            self._sink_id = None
+        if self._removed_default:
+            _stderr_sink[0] = logger.add(sys.stderr)
+            self._removed_default = False
+
+    @staticmethod
+    def _emit(message: Any) -> None:
+        record = message.record
+        module = record["name"] or "ratchet"
+        name = (
+            f"ratchet.{module[len('ratchet_core.') :]}"
+            if module.startswith("ratchet_core.")
+            else module
+        )
+        extra = record["extra"]
+        level = record["level"].no
+        job_id = extra.get("job_id")
+        text = record["message"]
+        if job_id is not None:
+            text = f"job {job_id}: {text}"
+            if module.startswith("ratchet_core.worker"):
+                level = logging.DEBUG
+        target = logging.getLogger(name)
+        if not target.isEnabledFor(level):
+            return
+        exception = record["exception"]
+        exc_info = (exception.type, exception.value, exception.traceback) if exception else None
+        fields = {k: extra[k] for k in ("job_id", "attempt", "target", "node_id") if k in extra}
+        std = target.makeRecord(
+            name,
+            level,
+            str(record["file"].path),
+            record["line"],
+            text,
+            (),
+            exc_info,
+            record["function"],
+            fields,
+        )
+        target.handle(std)
 
 
 def _configure_logging(level: str) -> logging.handlers.QueueListener:
@@ -159,13 +239,26 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
     if overrides and state is not None and hasattr(state, "settings"):
         state.settings.update(overrides)
 
-    listener = _configure_logging(log_level)
+    signals = getattr(state, "worker_signals", None)
+    own_signals = signals is None
+    if signals is None:
+        signals = WorkerSignals().install()
     try:
-        _run(ctx, burst, burst_timeout, status)
-    finally:
-        from ratchet_core.logs import stop_queued_logging
+        listener = _configure_logging(log_level)
+        bridge = LoguruToLogging() if getattr(state, "route_loguru", False) else None
+        if bridge is not None:
+            bridge.install()
+        try:
+            _run(ctx, burst, burst_timeout, status, signals)
+        finally:
+            from ratchet_core.logs import stop_queued_logging
 
-        stop_queued_logging(listener)
+            if bridge is not None:
+                bridge.uninstall()
+            stop_queued_logging(listener)
+    finally:
+        if own_signals:
+            signals.uninstall()
 
 
 def limit_malloc_arenas(arenas: int) -> bool:
@@ -186,7 +279,37 @@ def limit_malloc_arenas(arenas: int) -> bool:
     return bool(mallopt(m_arena_max, arenas) == 1)
 
 
-def _run(ctx: click.Context, burst: bool, burst_timeout: float, status: bool | None) -> None:
+_BURST_SLICE = 0.5
+"""Seconds of one ``run_until_idle`` call of a burst: a signal is acted on between two."""
+
+
+def _run_burst(worker: Any, timeout: float, signals: WorkerSignals) -> Any:
+    """Run the started ``worker`` until no due job is left, ``timeout`` passed or a signal
+    asked it to stop, then stop it; its final stats (``idle`` False unless it ran dry)."""
+    deadline = time.monotonic() + timeout
+    idle = False
+    try:
+        while not signals.stop_requested.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            # The worker runs already, so run_until_idle leaves it running when it returns.
+            if worker.run_until_idle(min(left, _BURST_SLICE)).idle:
+                idle = True
+                break
+    finally:
+        signals.stopping()
+        stats = worker.stop()
+    return attrs.evolve(stats, idle=idle)
+
+
+def _run(
+    ctx: click.Context,
+    burst: bool,
+    burst_timeout: float,
+    status: bool | None,
+    signals: WorkerSignals,
+) -> None:
     from ratchet_core.cli import get_container
     from ratchet_core.stores import require_schema
     from ratchet_core.worker.settings import WORKER_MALLOC_ARENA_MAX
@@ -215,13 +338,15 @@ def _run(ctx: click.Context, burst: bool, burst_timeout: float, status: bool | N
         live.start()
     exit_code = 0
     try:
+        with signals.starting_worker(worker):
+            worker.start()
         if burst:
-            stats = worker.run_until_idle(burst_timeout)
-            if not stats.idle:
+            stats = _run_burst(worker, burst_timeout, signals)
+            if not stats.idle and not signals.stop_requested.is_set():
                 exit_code = 1
                 click.echo(f"--burst: work left after {burst_timeout:g}s", err=True)
         else:
-            stats = worker.run_forever()
+            stats = worker.run_forever(install_signal_handlers=False)
     except RatchetError as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
@@ -267,4 +392,4 @@ def register(group: click.Group) -> None:
     group.add_command(worker_command)
 
 
-__all__ = ["register", "worker_command"]
+__all__ = ["ABANDONED_EXIT_CODE", "LoguruToLogging", "WorkerSignals", "register", "worker_command"]

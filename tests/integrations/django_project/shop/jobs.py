@@ -52,3 +52,29 @@ def always_fails(token: str) -> None:
         raise KeyError(token)
     except KeyError as exc:
         raise RuntimeError(f"payment with token={token} declined") from exc
+
+
+@task()
+def wait_for_file(started: str, release: str, limit: float) -> str:
+    """Writes ``started``, then returns once ``release`` exists (at most ``limit`` seconds):
+    a task that is running for as long as a test wants, without sleeping a guessed time."""
+    import time
+    from pathlib import Path
+
+    Path(started).touch()
+    deadline = time.monotonic() + limit
+    while not Path(release).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{release} was not created within {limit}s")
+        time.sleep(0.01)
+    return "released"
+
+
+@task()
+def returns_a_set() -> object:
+    return {1, 2}
+
+
+@task()
+def returns_a_nested_object() -> object:
+    return {"ok": [1, "two"], "bad": [object()]}

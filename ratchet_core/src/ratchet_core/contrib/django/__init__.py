@@ -22,6 +22,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+# First: a `manage.py ratchet_worker` process takes its signals from here on.
+from ratchet_core.contrib.django import early as _early  # noqa: F401  # isort: skip
+
 if TYPE_CHECKING:
     from ratchet_api.scheduler import JobScheduler
     from ratchet_core.container import RatchetDynamicContainer

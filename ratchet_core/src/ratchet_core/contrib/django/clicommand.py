@@ -137,6 +137,10 @@ class ClickCommand(BaseCommand):
         """Configuration values for this run from the command's own options (none here)."""
         return {}
 
+    def cli_state_options(self) -> dict[str, Any]:
+        """Extra ``CliState`` fields for this run (none here)."""
+        return {}
+
     def handle(self, *args: Any, **options: Any) -> None:
         from ratchet_api.errors import RatchetError
         from ratchet_core.cli import CliState
@@ -146,7 +150,11 @@ class ClickCommand(BaseCommand):
             container = get_container()
         except RatchetError as exc:
             raise CommandError(str(exc)) from exc
-        state = CliState(container=container, upgrade_command="manage.py ratchet_migrate")
+        state = CliState(
+            container=container,
+            upgrade_command="manage.py ratchet_migrate",
+            **self.cli_state_options(),
+        )
         state.settings.update(self.settings_from(options))
         argv = click_argv(self.click_command, options)
         prog = f"{_prog_name()} {self._command_name()}"

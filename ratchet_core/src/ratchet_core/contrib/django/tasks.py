@@ -182,7 +182,7 @@ def execute_django_task(
     close_old_connections()
     try:
         if context is None:  # called directly, not by a worker: no result to report
-            return normalize_json(_load_task(task_path).call(*args, **kwargs))
+            return json_result(_load_task(task_path).call(*args, **kwargs))
         ratchet_backend = backend_for(alias)
         running = ratchet_backend.running_result(task_path, args, kwargs, options, context)
         task = running.task
@@ -192,7 +192,7 @@ def execute_django_task(
                 value = task.call(TaskContext(task_result=running), *args, **kwargs)
             else:
                 value = task.call(*args, **kwargs)
-            value = normalize_json(value)
+            value = json_result(value)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
@@ -211,6 +211,42 @@ def execute_django_task(
         return value
     finally:
         close_old_connections()
+
+
+def json_result(value: Any) -> Any:
+    """``value`` normalised to JSON (tuples become lists, UTF-8 bytes strings), as Django keeps
+    a task's return value. A value JSON cannot hold fails the attempt with ``TypeError``
+    ``Object of type NAME is not JSON serializable`` (Django's wording, naming the offending
+    type, nested or not)."""
+    try:
+        return normalize_json(value)
+    except (TypeError, ValueError) as exc:
+        culprit = _not_json(value)
+        kind = type(culprit if culprit is not None else value)
+        raise TypeError(f"Object of type {kind.__qualname__} is not JSON serializable") from exc
+
+
+def _not_json(value: Any) -> Any:
+    """The first part of ``value`` that ``normalize_json`` refuses (None if none is found)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return None
+    if isinstance(value, bytes):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            culprit = _not_json(key)
+            if culprit is None:
+                culprit = _not_json(item)
+            if culprit is not None:
+                return culprit
+        return None
+    if isinstance(value, Sequence):
+        return next((c for c in map(_not_json, value) if c is not None), None)
+    return value
 
 
 def _evolve(result: TaskResult[Any], **changes: Any) -> TaskResult[Any]:
@@ -463,6 +499,7 @@ __all__ = [
     "enqueued_at",
     "exception_class_path",
     "execute_django_task",
+    "json_result",
     "job_priority",
     "run_django_task",
     "task_status",
