@@ -207,17 +207,17 @@ class CompatibilityReport:
             "Capabilities advertised: "
             + (", ".join(f"`{c}`" for c in self.capabilities) or "none"),
             "",
-            "| contract | kind | SPI versions (tests) | result | passed | failed | skipped "
-            "| total |",
-            "|---|---|---|---|---:|---:|---:|---:|",
+            "| contract | kind | result | passed | failed | skipped | total "
+            "| SPI versions (tests) |",
+            "|---|---|---|---:|---:|---:|---:|---|",
         ]
         by_version = self.contracts_by_version()
         for c in self.contracts:
             kind = "required" if c.required else f"capability `{c.capability}`"
             versions = ", ".join(f"{v}: {n}" for v, n in by_version.get(c.name, {}).items())
             lines.append(
-                f"| {c.name} | {kind} | {versions} | {c.status} | {c.passed} | {c.failed} "
-                f"| {c.skipped} | {c.total} |"
+                f"| {c.name} | {kind} | {c.status} | {c.passed} | {c.failed} | {c.skipped} "
+                f"| {c.total} | {versions} |"
             )
         if self.blocking:
             lines += ["", "## Why not compatible", ""]

@@ -7,7 +7,6 @@ worked example of ``docs/tck.md``; it is also handy in application unit tests.
 
 from __future__ import annotations
 
-from ratchet_api.store.versions import STORE_SPI
 from ratchet_tck.fixture import BaseStoreFixture
 from ratchet_tck.memory._capabilities import (
     AnalyticsMixin,
@@ -43,9 +42,6 @@ class InMemoryJobStore(
     MemorySealedValueMixin,
 ):
     """Every mandatory protocol and every capability, kept in process memory."""
-
-    ratchet_store_spi = STORE_SPI
-    """The store SPI version this store implements (``ratchet_api.store.versions``)."""
 
 
 class InMemoryStoreFixture(BaseStoreFixture):

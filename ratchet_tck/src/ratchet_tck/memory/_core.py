@@ -13,6 +13,7 @@ from ratchet_api.errors import DuplicateJobError, StoreDataError, StoreError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity, NodeEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.versions import STORE_SPI
 from ratchet_tck.memory._state import MemoryState, check_job, check_tags, check_utc
 
 C = TypeVar("C")
@@ -36,6 +37,9 @@ def _matches(
 
 class CoreMemoryStore:
     """Jobs, claims, transitions, bulk operations, nodes and tags, held in dictionaries."""
+
+    ratchet_store_spi = STORE_SPI
+    """The store SPI version this store implements (``ratchet_api.store.versions``)."""
 
     def __init__(self) -> None:
         self._s = MemoryState()
