@@ -113,7 +113,8 @@ class ExecutorProvider(Protocol):
     The Java original's ``getScheduledExecutor`` has no counterpart: the worker's timers
     (polling, heartbeats, recovery, the completion writer) each run on a dedicated thread of
     the worker that waits on its own condition, so there is no shared scheduled pool to
-    replace; their periods are configuration (``worker.poll_interval``, ``node.*``)."""
+    replace; their periods are configuration (``worker.poll_interval``,
+    ``worker.heartbeat_interval``, ``worker.recovery_interval``)."""
 
     def job_executor(self, max_workers: int) -> Executor:
         """An executor for synchronous jobs with at least ``max_workers`` threads."""
