@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -260,8 +259,10 @@ def test_reset_orphan_jobs_spares_nodes_that_heartbeat_since_the_cutoff(
     dead = adapted.claim_next_batch("dead-node", 1)[0]
     back = adapted.claim_next_batch("back-node", 1)[0]
     adapted.upsert_heartbeat(NodeEntity(node_id="dead-node"))
-    time.sleep(0.002)  # the store's clock must move past the dead node's heartbeat
+    (last_seen,) = [n.last_heartbeat for n in adapted.find_all_nodes()]
     cutoff = adapted.server_now()
+    while cutoff <= last_seen:  # the store's clock must move past the dead node's heartbeat
+        cutoff = adapted.server_now()
     adapted.upsert_heartbeat(NodeEntity(node_id="back-node"))  # heartbeat again after the cutoff
     assert adapted.reset_orphan_jobs(["dead-node", "back-node"], cutoff) == 1
     recovered = adapted.find_by_id(dead.id)
