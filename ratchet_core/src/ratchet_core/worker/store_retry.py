@@ -1,8 +1,9 @@
 """The worker's one retry helper for transient store errors.
 
-Every store write of the worker (claims aside: the poller's breaker guards those) goes through
-:func:`retry_transient`: up to ``tries`` calls, with exponential backoff between them, as long as
-the error is transient. What is transient is the store's to say: by default a ``StoreError``
+Every outcome write of the worker goes through :func:`retry_transient`, called by the
+completer (``completion.py``): up to ``tries`` calls, with exponential backoff between them, as
+long as the error is transient; a write that still fails goes back to the completer's queue.
+(Claims are guarded by the poller's breaker instead.) What is transient is the store's to say: by default a ``StoreError``
 whose ``retryable`` is true (``TransientStoreError``); a store may offer its own predicate as
 ``is_transient(exc)`` (see :func:`transient_predicate`). A store must not retry the same
 operation itself as well: nested retries multiply the statements one failure can cost.
