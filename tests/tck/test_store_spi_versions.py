@@ -6,6 +6,8 @@ frozen 1.0 store (plain sqlite3)."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from ratchet_api.store.entities import (
     RecurringJobEntity,
 )
 from ratchet_api.store.protocols import (
+    MANDATORY,
     ArchiveStore,
     JobStore,
     RecurringJobStore,
@@ -52,7 +55,7 @@ from ratchet_core.store_compat import (
 from ratchet_core.stores import open_store
 from ratchet_tck.fixture import SAMPLE_TARGET, now_ms
 from ratchet_tck.memory import InMemoryJobStore
-from tests.tck.v1_support import import_v1_store
+from tests.tck.v1_support import V1_STORE, import_v1_store
 
 import_v1_store()
 from ratchet_v1_sqlite import V1SqliteStore  # noqa: E402
@@ -419,3 +422,53 @@ def test_a_1_0_shaped_capability_the_engine_cannot_use_is_hidden(tmp_path: Path)
         assert hidden.lost.startswith("retention")
     finally:
         inner.close()
+
+
+# ---------------------------------------------------------------- guards for later changes
+
+
+def _mandatory_methods() -> dict[str, list[str]]:
+    """Today's mandatory methods in the format of ``v1_store/spi_1_0_methods.json``."""
+    found: dict[str, list[str]] = {}
+    for protocol in (*MANDATORY, JobStore):
+        for name, method in inspect.getmembers(protocol, inspect.isfunction):
+            if name.startswith("_"):
+                continue
+            owner = next(c for c in protocol.__mro__ if name in c.__dict__).__name__
+            found[f"{owner}.{name}"] = [
+                p.name
+                + ("=" if p.default is not inspect.Parameter.empty else "")
+                + ("*" if p.kind is inspect.Parameter.KEYWORD_ONLY else "")
+                for p in inspect.signature(method).parameters.values()
+                if p.name != "self"
+            ]
+    return found
+
+
+def test_every_change_of_the_mandatory_protocols_since_1_0_is_a_declared_spi_change() -> None:
+    """A method added to or changed in the mandatory protocols must come with a version (an
+    entry of ``SPI_CHANGES``, a fallback in ``store_compat``); removing one is a new major
+    version, which this release does not have."""
+    frozen = json.loads((V1_STORE / "spi_1_0_methods.json").read_text())["methods"]
+    today = _mandatory_methods()
+    assert set(frozen) <= set(today), f"removed since 1.0: {set(frozen) - set(today)}"
+    changed = {name for name, params in today.items() if frozen.get(name) != params}
+    declared = {c.member for c in SPI_CHANGES}
+    assert changed <= declared, f"SPI changes without a version: {changed - declared}"
+    assert changed  # the 1.1 changes themselves are seen
+
+
+def test_the_adapter_gives_the_engine_every_mandatory_method_of_today() -> None:
+    """The worker calls the current SPI on an adapted store: each method must be the
+    adapter's own (with today's parameters), not a pass-through to an older store."""
+    for qualified, params in _mandatory_methods().items():
+        name = qualified.split(".", 1)[1]
+        assert name in vars(SpiCompatStore), f"SpiCompatStore lacks {qualified}"
+        mine = [
+            p.name
+            + ("=" if p.default is not inspect.Parameter.empty else "")
+            + ("*" if p.kind is inspect.Parameter.KEYWORD_ONLY else "")
+            for p in inspect.signature(vars(SpiCompatStore)[name]).parameters.values()
+            if p.name != "self"
+        ]
+        assert mine == params, f"SpiCompatStore.{name}{mine} differs from {qualified}{params}"
