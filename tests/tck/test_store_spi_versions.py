@@ -472,3 +472,9 @@ def test_the_adapter_gives_the_engine_every_mandatory_method_of_today() -> None:
             if p.name != "self"
         ]
         assert mine == params, f"SpiCompatStore.{name}{mine} differs from {qualified}{params}"
+
+
+def test_the_adapter_is_reported_under_the_store_s_class_name(adapted: JobStore) -> None:
+    # the worker labels its store metrics with type(store).__name__
+    assert type(adapted).__name__ == "V1SqliteStore"
+    assert isinstance(adapted, SpiCompatStore) and "store SPI 1.0 adapter" in repr(adapted)

@@ -166,9 +166,23 @@ def adapt_store(store: JobStore) -> JobStore:
         if declared > STORE_SPI:
             _log.info("%s", SpiStatus(store=type(store).__name__, declared=declared).summary())
         return store
-    adapted = SpiCompatStore(store, declared)
+    adapted = _adapter_class(type(store))(store, declared)
     _log.warning("%s", adapted.spi_status.summary())
     return cast(JobStore, adapted)
+
+
+_ADAPTER_CLASSES: dict[type, type[SpiCompatStore]] = {}
+
+
+def _adapter_class(store_type: type) -> type[SpiCompatStore]:
+    """A ``SpiCompatStore`` subclass named after the wrapped store's class, so what reports a
+    store by its class name (the worker's store metrics, logs) names the store, not the
+    adapter."""
+    found = _ADAPTER_CLASSES.get(store_type)
+    if found is None:
+        found = type(store_type.__name__, (SpiCompatStore,), {"__module__": __name__})
+        _ADAPTER_CLASSES[store_type] = found
+    return found
 
 
 # ---------------------------------------------------------------- the 1.0 adapter
