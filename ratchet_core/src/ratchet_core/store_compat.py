@@ -387,7 +387,7 @@ class SpiCompatStore:
         return self._inner.capability(kind)
 
     def joined(self, transaction: object) -> JobStore:
-        view = SpiCompatStore(self._inner.joined(transaction), self._declared, status=self._status)
+        view = type(self)(self._inner.joined(transaction), self._declared, status=self._status)
         view._hidden = self._hidden
         # the recurring fallback of the view writes through the joined store
         view._adapted = {
