@@ -54,8 +54,8 @@ def test_orm_session_can_be_joined(store: SqlJobStore) -> None:
 def test_liveness_writes_commit_even_when_the_caller_rolls_back(store: SqlJobStore) -> None:
     if store.engine.dialect.name == "sqlite":
         pytest.skip(
-            "SQLite has one writer: an open caller write transaction blocks the "
-            "independent liveness commit until it ends"
+            "SQLite has one writer: after the caller's write a liveness write is refused at "
+            "once (tests/store_sql/test_requires_new_sqlite.py)"
         )
     with store.engine.connect() as conn:
         trans = conn.begin()
