@@ -13,6 +13,7 @@ underscores; then the key's aliases, see :data:`ENV_ALIASES`), then a TOML file
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -39,6 +40,7 @@ ENV_ALIASES: dict[str, tuple[str, ...]] = {}
 :class:`EnvironmentConfigSource` in order when the key's own variable is not set."""
 
 _KEYS_LOCK = threading.Lock()
+_log = logging.getLogger("ratchet.config")
 _ALIAS = re.compile(r"RATCHET_[A-Z0-9_]+")
 
 
@@ -242,6 +244,10 @@ class DictConfigSource:
             return None
         return _to_raw(self._values[property_name])
 
+    def names(self) -> list[str]:
+        """The keys this source sets (checked against the registry: :func:`check_known_keys`)."""
+        return [name for name, value in self._values.items() if value is not None]
+
 
 class EnvironmentConfigSource:
     """Environment variables: ``store.url`` is read from ``RATCHET_STORE_URL``, then from the
@@ -308,7 +314,19 @@ class TomlFileConfigSource:
         explicit = os.environ.get("RATCHET_CONFIG_FILE")
         if explicit:
             return cls(explicit, required=True)
-        return cls(Path.cwd() / "ratchet.toml")
+        found = cls(Path.cwd() / "ratchet.toml")
+        if found.path is not None and found.path.is_file():
+            # A file picked up from the working directory is announced (loudly when it touches
+            # security settings): whoever can write there configures Ratchet.
+            security = sorted(n for n in found.names() if n.startswith("security."))
+            level = logging.WARNING if security else logging.INFO
+            _log.log(
+                level,
+                "configuration read from %s (found in the working directory)%s",
+                found.path,
+                f"; it sets {', '.join(security)}" if security else "",
+            )
+        return found
 
     @property
     def description(self) -> str:
@@ -317,6 +335,10 @@ class TomlFileConfigSource:
     def get(self, property_name: str, environment_variable: str) -> str | None:
         value = self._values.get(property_name)
         return None if value is None else _to_raw(value)
+
+    def names(self) -> list[str]:
+        """The keys of the file's ``[ratchet]`` table (checked: :func:`check_known_keys`)."""
+        return list(self._values)
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
@@ -403,6 +425,100 @@ class DefaultRatchetConfig:
         return value
 
 
+# ---------------------------------------------------------------- unknown keys
+
+_KEY_PACKAGES = ("ratchet_core",)
+_SKIPPED_PACKAGES = ("ratchet_core.contrib",)
+_INTEGRATION_KEY_MODULES = ("ratchet_core.contrib.django.conf",)
+_all_imported = False
+
+
+def import_key_modules() -> None:
+    """Import every module of ratchet_core that may register keys (once per process): keys
+    register themselves when their module is imported, and a command or a worker imports only
+    what it uses, so a key can be valid without being registered yet."""
+    global _all_imported  # a process-wide "done" flag
+    if _all_imported:
+        return
+    import importlib
+    import pkgutil
+
+    for package_name in _KEY_PACKAGES:
+        package = importlib.import_module(package_name)
+        for module in pkgutil.walk_packages(package.__path__, package_name + "."):
+            if module.name.startswith(_SKIPPED_PACKAGES):
+                continue
+            try:
+                importlib.import_module(module.name)
+            except ImportError:  # an optional dependency that is not installed
+                continue
+    for name in _INTEGRATION_KEY_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a framework that is not installed or configured
+            continue
+    _all_imported = True
+
+
+def _pattern_matches(name: str) -> bool:
+    for pattern in PATTERN_KEYS:
+        parts = re.split(r"(<[^>]*>)", pattern)
+        regex = "".join("[^.]+" if part.startswith("<") else re.escape(part) for part in parts)
+        if re.fullmatch(regex, name):
+            return True
+    return False
+
+
+def is_known_key(name: str) -> bool:
+    """Whether ``name`` is a registered key or matches a documented key family, importing the
+    modules that register keys when it is not registered yet."""
+    if name in KEYS or _pattern_matches(name):
+        return True
+    import_key_modules()
+    return name in KEYS or _pattern_matches(name)
+
+
+def closest_key(name: str) -> str | None:
+    """The registered key most like ``name`` (a typo's correction), or None."""
+    import difflib
+
+    candidates = list(KEYS) + list(PATTERN_KEYS)
+    found = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if found:
+        return found[0]
+    # "payload.masking" for "security.mask_payloads": compare the words, in any order
+    words = set(re.split(r"[._]", name.lower()))
+    best, score = None, 0.0
+    for candidate in candidates:
+        other = set(re.split(r"[._]", candidate.lower()))
+        common = sum(
+            max(difflib.SequenceMatcher(None, w, o).ratio() for o in other) for w in words
+        ) / max(len(words), 1)
+        if common > score:
+            best, score = candidate, common
+    return best if score >= 0.75 else None
+
+
+def check_known_keys(settings: object) -> None:
+    """Refuse a key set by a source that can list its keys (explicit overrides and ``--set``:
+    :class:`DictConfigSource`; the ``[ratchet]`` table of a TOML file) when no installed
+    component reads it: ``UnknownConfigurationKeyError`` naming the key, the source and the
+    closest valid key. A typo in a security setting (``payload.masking=true``) must never be
+    silent. Environment variables are not checked (the environment holds unrelated
+    ``RATCHET_*`` variables). An application's own keys are known once registered with
+    :func:`register_key` (in a module the application imports before building the
+    container)."""
+    from ratchet_api.errors import UnknownConfigurationKeyError
+
+    for source in getattr(settings, "sources", ()):
+        names = getattr(source, "names", None)
+        if not callable(names):
+            continue
+        for name in names():
+            if not is_known_key(name):
+                raise UnknownConfigurationKeyError(name, _describe(source), closest_key(name))
+
+
 __all__ = [
     "ALTERNATIVES_ENTRY_POINTS",
     "ALTERNATIVES_MODULES",
@@ -421,6 +537,10 @@ __all__ = [
     "parse_optional_str",
     "parse_str",
     "parse_str_list",
+    "check_known_keys",
+    "closest_key",
+    "import_key_modules",
+    "is_known_key",
     "register_key",
     "register_pattern",
 ]

@@ -70,6 +70,9 @@ class RatchetDynamicContainer(containers.DynamicContainer):
         second call re-applies from scratch. Raises ``DeploymentError`` subclasses
         (``AmbiguousAlternativeError``, ``NonConformingAlternativeError``)."""
         self.alternatives.apply()
+        from ratchet_core.config import check_known_keys
+
+        check_known_keys(self.settings())  # a typo in a setting is refused, never ignored
         return self
 
     apply_alternatives = build

@@ -44,6 +44,7 @@ COMMAND_MODULES: Mapping[str, str] = {
         "keys",
         "dashboard",
         "health",
+        "config",
     )
 }
 """Top-level command name -> module of this package registering it (``jobs`` also holds the
@@ -149,12 +150,31 @@ class CliState:
 
 
 def make_cwd_importable() -> None:
-    """Put the current directory first on ``sys.path``, as ``python -m`` does, so that the
-    project's own modules (``--app containers:...``, job modules such as ``myapp.jobs``) import
-    without installing the project or setting ``PYTHONPATH``."""
+    """Put the current directory on ``sys.path`` right after the standard library (before
+    installed packages), so that the project's own modules (``--app containers:...``, job
+    modules such as ``myapp.jobs``) import without installing the project or setting
+    ``PYTHONPATH``. Never ahead of the standard library: a file in the working directory named
+    like a standard module (``tomllib.py``, ``json.py``) must not replace it."""
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
+        sys.path.insert(_after_standard_library(), cwd)
+
+
+def _after_standard_library() -> int:
+    """The index on ``sys.path`` just after the last standard-library entry (the stdlib
+    directory, its zip and ``lib-dynload``)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = {os.path.normpath(paths["stdlib"]), os.path.normpath(paths["platstdlib"])}
+    index = 0
+    for position, entry in enumerate(sys.path):
+        normal = os.path.normpath(entry) if entry else entry
+        in_stdlib = any(normal == root or normal.startswith(root + os.sep) for root in roots)
+        stdlib_zip = normal.endswith(".zip") and normal.startswith(sys.base_prefix)
+        if in_stdlib or stdlib_zip:
+            index = position + 1
+    return index
 
 
 def import_object(spec: str, *, example: str, param_hint: str) -> Any:

@@ -13,6 +13,7 @@ from ratchet_api.store.entities import BatchEntity, BatchStatus
 from ratchet_core.batches import require_batch_store
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
+from ratchet_core.cli.safe import shown
 
 
 def _batch_dict(batch: BatchEntity) -> dict[str, Any]:
@@ -44,13 +45,13 @@ def _table(batches: list[BatchEntity]) -> Table:
     for b in batches:
         table.add_row(
             str(b.id),
-            b.name,
+            shown(b.name),  # stored data printed verbatim (cli/safe.py)
             b.status.value,
             str(b.total),
             str(b.succeeded),
             str(b.failed),
             str(b.pending),
-            b.last_error or "",
+            shown(b.last_error or ""),
         )
     return table
 

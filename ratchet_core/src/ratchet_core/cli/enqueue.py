@@ -10,6 +10,7 @@ import click
 from ratchet_api.model import JobPriority
 from ratchet_core.cli import get_container, import_object
 from ratchet_core.cli.db import apply_url, ratchet_errors, require_existing_database, url_option
+from ratchet_core.defaults.security import ALLOW_ALL_WARNING, allows_everything
 from ratchet_core.scheduler import SchedulerService
 
 
@@ -80,6 +81,8 @@ def enqueue_command(  # noqa: PLR0917 - click passes options positionally
     apply_url(store_url)
     with ratchet_errors():
         container = get_container()
+        if allows_everything(container.settings()):
+            click.secho(f"warning: {ALLOW_ALL_WARNING}", err=True, fg="yellow", bold=True)
         require_existing_database(container)
         scheduler: SchedulerService = container.scheduler()
         builder = scheduler.job(fn).args(*(_json_or_text(a) for a in args)).kwargs(**keyword)

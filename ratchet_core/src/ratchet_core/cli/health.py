@@ -9,6 +9,7 @@ import click
 
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, ratchet_errors, url_option
+from ratchet_core.defaults.security import ALLOW_ALL_WARNING, allows_everything
 from ratchet_core.health import check_health
 from ratchet_core.worker.settings import WORKER_NODE_TIMEOUT
 
@@ -33,11 +34,14 @@ def health(min_nodes: int, as_json: bool, store_url: str | None) -> None:
             node_timeout=container.settings().get(WORKER_NODE_TIMEOUT),
             min_nodes=min_nodes,
         )
+    warnings = [ALLOW_ALL_WARNING] if allows_everything(container.settings()) else []
     if as_json:
-        click.echo(json.dumps(report.as_dict()))
+        click.echo(json.dumps({**report.as_dict(), "warnings": warnings}))
     else:
         for check in report.checks:
             click.echo(f"{check.name:<7} {'ok' if check.ok else 'FAIL':<5} {check.detail}")
+        for warning in warnings:  # loud, but not a failed probe
+            click.secho(f"{'security':<7} {'WARN':<5} {warning}", fg="yellow", bold=True)
     if not report.ok:
         raise SystemExit(1)
 

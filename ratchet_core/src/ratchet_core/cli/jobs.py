@@ -27,6 +27,7 @@ from ratchet_core.cli.db import (
     require_existing_database,
     url_option,
 )
+from ratchet_core.cli.safe import shown
 from ratchet_core.scheduler import SchedulerService
 from ratchet_core.workflow.view import draw, workflow_of
 
@@ -160,16 +161,16 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     for column in ("id", "status", "target", "attempt", "scheduled", "finished", "result / error"):
         table.add_column(column, overflow="fold")
     for job, detail in zip(jobs, details, strict=True):
-        shown = detail.error if job.status is JobStatus.FAILED else detail.result
-        outcome = shown if shown is None or isinstance(shown, str) else json.dumps(shown)
-        table.add_row(
+        value = detail.error if job.status is JobStatus.FAILED else detail.result
+        outcome = value if value is None or isinstance(value, str) else json.dumps(value)
+        table.add_row(  # stored data printed verbatim (cli/safe.py)
             str(job.id),
             f"[{STATUS_STYLES.get(job.status, 'white')}]{job.status.value}[/]",
-            shown_target(job),
+            shown(shown_target(job)),
             f"{job.attempt}/{job.max_retries + 1}",
             _when(job.scheduled_at),
             _when(job.finished_at),
-            _short(outcome),
+            shown(_short(outcome)),
         )
     out.print(table)
 
@@ -227,14 +228,13 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
         if value is None or value in ([], {}):
             continue
         text = value if isinstance(value, str) else json.dumps(value)
-        if key == "status":
-            text = f"[{STATUS_STYLES.get(job.status, 'white')}]{text}[/]"
-        table.add_row(key, text)
+        style = STATUS_STYLES.get(job.status, "white") if key == "status" else ""
+        table.add_row(key, shown(text, style=style))  # stored data printed verbatim
     out.print(table)
     if workflow is not None:
         out.print("[bold]workflow[/]")
         for drawn in draw(workflow):
-            out.print(f"  {drawn}", markup=False, highlight=False)
+            out.print(shown(f"  {drawn}"), highlight=False)
     if executions:
         history = Table(title="executions")
         for column in ("attempt", "status", "node", "duration", "error"):
@@ -243,20 +243,23 @@ def show_job(job_id: str, as_json: bool, store_url: str | None) -> None:
             history.add_row(
                 str(e.attempt),
                 f"{e.status.value} (superseded)" if e.superseded else e.status.value,
-                e.node_id,
+                shown(e.node_id),
                 f"{e.duration_ms} ms" if e.duration_ms is not None else "-",
-                _short(e.error, 80),
+                shown(_short(e.error, 80)),
             )
         out.print(history)
         failed = [e for e in executions if e.traceback]
         if failed:
             last = failed[-1]
             out.print(f"[bold]traceback of attempt {last.attempt}[/]")
-            out.print(last.traceback, markup=False, highlight=False)
+            out.print(shown(last.traceback, multiline=True), highlight=False)
     if logs:
         out.print("[bold]log[/]")
         for line in logs:
-            out.print(f"  {_when(line.logged_at)} {line.level.value:<7} {line.message}")
+            out.print(
+                shown(f"  {_when(line.logged_at)} {line.level.value:<7} {line.message}"),
+                highlight=False,
+            )
 
 
 def _readable_error(scheduler: SchedulerService, job: JobEntity, text: str | None) -> str | None:

@@ -16,6 +16,7 @@ from ratchet_api.model import priority_label
 from ratchet_api.store.entities import JobQuery, RecurringJobEntity
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
+from ratchet_core.cli.safe import shown
 from ratchet_core.payload import decode_invocation
 from ratchet_core.recurring.template import decode_template, run_tag
 from ratchet_core.scheduler import SchedulerService
@@ -109,9 +110,9 @@ def list_recurring(as_json: bool, store_url: str | None) -> None:
         table.add_column(column, overflow="fold")
     for d in definitions:
         table.add_row(
-            d.name,
-            d.cron if d.timezone == "UTC" else f"{d.cron} ({d.timezone})",
-            d.target,
+            shown(d.name),  # stored data printed verbatim (cli/safe.py)
+            shown(d.cron if d.timezone == "UTC" else f"{d.cron} ({d.timezone})"),
+            shown(d.target),
             "[green]active[/]" if d.enabled else "[yellow]paused[/]",
             _local(d.next_fire_at, d.timezone),
             _utc(d.next_fire_at),
@@ -142,13 +143,13 @@ def show_recurring(recurring_id: str, as_json: bool, store_url: str | None) -> N
         click.echo(json.dumps(record, indent=2))
         return
     out = console()
-    table = Table(title=f"recurring job {recurring_id}", show_header=False)
+    table = Table(title=shown(f"recurring job {recurring_id}"), show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for key, value in record.items():
         if key == "recent_runs" or value is None or value in ([], {}):
             continue
-        table.add_row(key, value if isinstance(value, str) else json.dumps(value))
+        table.add_row(key, shown(value if isinstance(value, str) else json.dumps(value)))
     out.print(table)
     if recent:
         runs = Table(title="latest runs")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 
@@ -21,6 +22,21 @@ ALLOWED_PACKAGES: RatchetConfigKey[tuple[str, ...]] = register_key(
 )
 
 
+_log = logging.getLogger("ratchet.security")
+
+ALLOW_ALL_WARNING = (
+    "security.allowed_packages is '*': every importable function can be a job target and "
+    "anyone who can write to the jobs table can run any of them; list your packages instead "
+    "(development only)"
+)
+
+
+def allows_everything(settings: RatchetConfig) -> bool:
+    """Whether ``security.allowed_packages`` contains ``*`` (``ratchet enqueue``, ``ratchet
+    health`` and the worker say so loudly)."""
+    return "*" in (p.strip() for p in settings.get(ALLOWED_PACKAGES))
+
+
 class PackagePrefixClassPolicy:
     """Allows a dotted name when it equals a configured prefix or starts with ``prefix + "."``
     (``myapp`` allows ``myapp.models.Order``, not ``myapplication.X``). A prefix ending with
@@ -38,8 +54,13 @@ class PackagePrefixClassPolicy:
 
     @classmethod
     def from_settings(cls, settings: RatchetConfig) -> PackagePrefixClassPolicy:
+        """The policy of ``security.allowed_packages``; logs :data:`ALLOW_ALL_WARNING` at
+        WARNING when it allows everything (the worker's start, an enqueuing process)."""
         prefixes: tuple[str, ...] = settings.get(ALLOWED_PACKAGES)
-        return cls(prefixes)
+        policy = cls(prefixes)
+        if policy.allow_all:
+            _log.warning(ALLOW_ALL_WARNING)
+        return policy
 
     def is_allowed(self, class_name: str) -> bool:
         if not class_name or not class_name.strip():
@@ -335,6 +356,8 @@ def _compact(name: str) -> str:
 
 __all__ = [
     "ALLOWED_PACKAGES",
+    "ALLOW_ALL_WARNING",
+    "allows_everything",
     "DefaultErrorSanitizer",
     "MASK_FIELDS_PROPERTY",
     "DefaultPayloadMaskingPolicy",

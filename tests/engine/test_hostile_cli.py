@@ -1,0 +1,89 @@
+"""Stored data cannot attack the terminal (issue 26): arguments, errors, targets and log lines
+that look like rich markup (``[/oops]``) or carry escape sequences are printed verbatim by
+``ratchet jobs list`` and ``ratchet jobs show`` (markup shown as written, control characters as
+``\\x1b`` escapes), which exit 0. Run as a user runs them (the installed script) on SQLite and
+PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ratchet_api.model import JobStatus
+from tests.conftest import backend_url
+from tests.engine import hostile_targets
+from tests.engine.conftest import build_container, migrate
+
+RATCHET = Path(sys.executable).with_name("ratchet")
+REPO = Path(__file__).resolve().parents[2]
+MARKUP = "[/oops] [/etc/app] [bold]x"
+ESCAPES = "\x1b[2J\x1b[31mred\rback\x07"
+
+
+def ratchet(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), RATCHET_SECURITY_ALLOWED_PACKAGES="tests.")
+    env.pop("RATCHET_STORE_URL", None)
+    return subprocess.run(
+        [str(RATCHET), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    return backend_url(request, request.param)
+
+
+@pytest.fixture
+def container(store_url: str) -> Iterator[Any]:
+    made = build_container(store_url)
+    migrate(made.job_store())
+    try:
+        yield made
+    finally:
+        made.job_store().close()
+
+
+def assert_verbatim(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, result.stderr
+    assert "MarkupError" not in result.stderr
+    assert "\x1b" not in result.stdout and "\r" not in result.stdout and "\x07" not in result.stdout
+    assert "\\x1b[2J" in result.stdout
+
+
+def test_jobs_list_and_show_print_stored_data_verbatim(
+    container: Any, store_url: str, make_worker: Any
+) -> None:
+    scheduler = container.scheduler()
+    tag = f"hostile-cli-{os.getpid()}"
+    failed = (
+        scheduler.job(hostile_targets.raise_message)
+        .args(f"{MARKUP} {ESCAPES}")
+        .tags(tag)
+        .max_retries(0)
+        .enqueue()
+    )
+    logged = scheduler.job(hostile_targets.log_line).args(f"{MARKUP} {ESCAPES}").tags(tag).enqueue()
+    echoed = scheduler.job(hostile_targets.echo).args(f"{MARKUP} {ESCAPES}").tags(tag).enqueue()
+    make_worker(container).run_until_idle(30)
+    assert scheduler.get(failed).status is JobStatus.FAILED
+    assert scheduler.get(echoed).status is JobStatus.SUCCEEDED
+
+    listed = ratchet("jobs", "list", "--tag", tag, "--url", store_url)
+    assert_verbatim(listed)
+    assert "[/oops]" in listed.stdout
+    for job_id in (failed, logged, echoed):
+        shown = ratchet("jobs", "show", str(job_id), "--url", store_url)
+        assert_verbatim(shown)
+        assert "[/oops] [/etc/app] [bold]x" in shown.stdout
