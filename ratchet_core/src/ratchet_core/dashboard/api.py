@@ -97,6 +97,22 @@ class DashboardApi:
         self._masking = masking
         self._node_timeout = node_timeout
 
+    @property
+    def scheduler(self) -> SchedulerService:
+        return self._scheduler
+
+    @property
+    def masking(self) -> PayloadMaskingPolicy:
+        return self._masking
+
+    def mask(self, value: Any, context: MaskingContext) -> Any:
+        """``value`` with every field the masking policy names sensitive masked, at any depth."""
+        return self._mask(value, context)
+
+    def statuses(self, raw: str | None) -> frozenset[JobStatus] | None:
+        """Job statuses from a comma-separated list (any case); 400 naming an unknown one."""
+        return self._statuses(raw)
+
     # ------------------------------------------------------------ overview
 
     def overview(self, window: timedelta = timedelta(hours=1), buckets: int = 12) -> dict[str, Any]:

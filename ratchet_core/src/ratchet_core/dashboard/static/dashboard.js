@@ -258,6 +258,15 @@ async function recurring() {
 
 // ------------------------------------------------------------------ router
 
+// Pages of operator.js (window.ratchetRoutes: [regex, handler(match, params)] pairs).
+async function extraRoute(path, params) {
+  for (const [pattern, handler] of window.ratchetRoutes || []) {
+    const match = path.match(pattern);
+    if (match) { await handler(match, params); return true; }
+  }
+  return false;
+}
+
 async function route() {
   const hash = location.hash.replace(/^#/, "") || "/";
   const [path, query] = hash.split("?");
@@ -268,7 +277,8 @@ async function route() {
     else if (path.startsWith("/jobs/")) await job(path.slice(6));
     else if (path === "/nodes") await nodes();
     else if (path === "/recurring") await recurring();
-    else setView(el("p", {}, "No such page."));
+    else if (!(await extraRoute(path, params))) setView(el("p", {}, "No such page."));
+    if (window.ratchetAfterRender) window.ratchetAfterRender(path, params);
     document.body.dataset.loaded = hash;
   } catch (error) {
     setView(el("p", { class: "error", id: "load-error" }, error.message));
