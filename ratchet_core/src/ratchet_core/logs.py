@@ -31,11 +31,14 @@ def is_transient(exc: BaseException | None) -> bool:
 
 
 def one_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` of ``exc`` and of its direct cause, if any."""
+    """``Type: first line of the message`` of ``exc`` and of its direct cause, if any, with
+    credentials redacted (a connection error quotes its URL)."""
+
+    from ratchet_core.defaults.security import redact  # a driver's error may carry a DSN
 
     def first(e: BaseException) -> str:
         text = str(e).strip().splitlines()
-        return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+        return f"{type(e).__name__}: {redact(text[0], 2000)}" if text else type(e).__name__
 
     cause = exc.__cause__ or exc.__context__
     if cause is None or str(cause).strip() in str(exc):
