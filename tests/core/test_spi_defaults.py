@@ -386,3 +386,29 @@ def test_complete_alternatives_are_handed_out_as_they_are(
     container.build()
     metrics = container.metrics_collector()
     assert type(metrics) is Partial and _instance_is_kept(metrics)
+
+
+def test_cancelling_the_default_execute_async_cancels_the_coroutine() -> None:
+    strategy = ResilienceStrategyAdapter(TwoArgumentStrategy())
+
+    async def main() -> None:
+        started, cancelled = asyncio.Event(), asyncio.Event()
+
+        async def job() -> None:
+            started.set()
+            try:
+                await asyncio.Event().wait()  # never set: only a cancellation ends it
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        call = asyncio.create_task(strategy.execute_async("svc", job))
+        # cancelled as soon as the job runs, possibly before the helper thread recorded it
+        await started.wait()
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        # (the bound only turns a lost cancellation into a failure instead of a hang)
+        await asyncio.wait_for(cancelled.wait(), timeout=60)
+
+    asyncio.run(main())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -119,10 +120,17 @@ class ResilienceStrategy(Protocol):
         runs: a strategy with native async support overrides this method."""
         loop = asyncio.get_running_loop()
         started: list[concurrent.futures.Future[T]] = []
+        cancelled = threading.Event()
+        lock = threading.Lock()
 
         def run_on_the_loop() -> T:
             future = asyncio.run_coroutine_threadsafe(_awaited(task), loop)
-            started.append(future)
+            # the caller may be cancelled before this thread records the future: the lock and
+            # the flag make sure the coroutine is cancelled either way
+            with lock:
+                started.append(future)
+                if cancelled.is_set():
+                    future.cancel()
             return future.result()
 
         try:
@@ -130,8 +138,10 @@ class ResilienceStrategy(Protocol):
                 execute_with_filter, self, service_name, run_on_the_loop, exception_filter
             )
         except asyncio.CancelledError:
-            for future in started:
-                future.cancel()
+            with lock:
+                cancelled.set()
+                for future in started:
+                    future.cancel()
             raise
 
     def is_service_available(self, service_name: str) -> bool:
