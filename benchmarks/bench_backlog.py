@@ -18,7 +18,9 @@ worker's two statements per batch), timing each claim, and prints:
   many new due jobs are inserted as were claimed (not timed), so the backlog keeps its size;
 * the plan of the claim (``EXPLAIN``: which index it reads);
 * the size of ``ratchet_jobs`` and of its claim index before and after the claims, and the
-  dead tuples autovacuum has not yet removed.
+  dead tuples autovacuum has not yet removed;
+* with ``--explain``, ``EXPLAIN (ANALYZE, BUFFERS)`` of the store's own claim statement (its
+  effect rolled back).
 """
 
 from __future__ import annotations
@@ -138,6 +140,37 @@ def claim_plan(store: Any, targets: list[str] | None) -> str:
     return " / ".join(r[0].strip() for r in rows if "Scan" in r[0])
 
 
+def explain_claim(store: Any, batch: int) -> str:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of the store's own claim statement (captured from one
+    ``claim_next_batch`` call whose effect is rolled back): the plan and the buffers it hit and
+    read, per node."""
+    from sqlalchemy import event
+
+    captured: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "UPDATE" in statement and not captured:
+            captured.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", capture)
+    try:
+        jobs = store.claim_next_batch("bench-explain", batch)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", capture)
+    for job in jobs:  # give the jobs back: the explained run below claims its own
+        store.release_claim(job.id, job.claim_seq)
+    statement, parameters = captured[0]
+    raw = store.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters)
+        lines = [row[0] for row in cursor.fetchall()]
+        raw.rollback()
+    finally:
+        raw.close()
+    return "\n    ".join(lines)
+
+
 def claims(
     store: Any, rounds: int, batch: int, targets: list[str] | None, rng: random.Random
 ) -> dict[str, float]:
@@ -182,7 +215,7 @@ def claims(
     }
 
 
-def run(pending: int, finished: int, rounds: int, batch: int) -> dict[str, Any]:
+def run(pending: int, finished: int, rounds: int, batch: int, explain: bool) -> dict[str, Any]:
     from ratchet_store_sql import SqlJobStore, migrate
 
     url, drop = scratch()
@@ -198,6 +231,7 @@ def run(pending: int, finished: int, rounds: int, batch: int) -> dict[str, Any]:
         anywhere = claims(store, rounds, batch, None, rng)
         gpu = claims(store, rounds, batch, ["gpu"], rng)
         after = sizes(store)
+        explained = explain_claim(store, batch) if explain else ""
         store.close()
     finally:
         drop()
@@ -210,6 +244,7 @@ def run(pending: int, finished: int, rounds: int, batch: int) -> dict[str, Any]:
         "plan_gpu": plan_gpu,
         "any": anywhere,
         "gpu": gpu,
+        "explain": explained,
     }
 
 
@@ -224,16 +259,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--finished", type=int, default=1_000_000, help="SUCCEEDED history")
     parser.add_argument("--claims", type=int, default=200, help="claim rounds per filter")
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument(
+        "--explain", action="store_true", help="EXPLAIN (ANALYZE, BUFFERS) the claim at the end"
+    )
     args = parser.parse_args(argv)
     print(f"load {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     results = []
     for pending in args.sizes:
-        result = run(pending, args.finished, args.claims, args.batch)
+        result = run(pending, args.finished, args.claims, args.batch, args.explain)
         results.append(result)
         print(
             f"{pending:>10,} pending + {args.finished:,} finished: loaded in "
             f"{result['load']:.0f} s\n  before: {result['before']}\n  after:  {result['after']}"
-            f"\n  plan: {result['plan']}\n  plan (gpu): {result['plan_gpu']}",
+            f"\n  plan: {result['plan']}\n  plan (gpu): {result['plan_gpu']}"
+            + (f"\n  claim: {result['explain']}" if result["explain"] else ""),
             flush=True,
         )
     print(f"\nload {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
