@@ -245,7 +245,7 @@ def test_an_open_circuit_defers_the_job_by_the_30_second_default(sqlite_url: str
     after = container.job_store().server_now()
     assert (job.status, job.attempt, job.owner) == (JobStatus.PENDING, 0, None)
     # due again 30 s after the rejection, which happened between before and after (a second
-    # either way absorbs the stored timestamps' precision; other delays are 1 s or 60 s)
+    # either way absorbs the stored timestamps' precision)
     assert before + timedelta(seconds=29) <= job.scheduled_at <= after + timedelta(seconds=31)
 
 
