@@ -140,18 +140,18 @@ def test_insert_retried_after_its_connection_broke_is_written_once(
     original = store._insert_job_once
     calls: list[int] = []
 
-    def commit_then_lose_the_answer(entity: JobEntity, row: dict[str, object]) -> JobEntity:
+    def commit_then_lose_the_answer(entity: JobEntity) -> JobEntity:
         calls.append(1)
         if len(calls) == 1:
             with store.engine.connect() as conn:
-                original(entity, row)  # committed...
+                original(entity)  # committed...
                 _kill_backend(db_url, _backend_pid(conn))
                 try:  # ...but the answer is lost with the connection
                     conn.execute(sa.text("SELECT 1"))
                 except sa.exc.DBAPIError as exc:
                     raise translate(exc, "insert_job") from exc
                 raise AssertionError("the killed connection still answered")
-        return original(entity, row)
+        return original(entity)
 
     store._insert_job_once = commit_then_lose_the_answer  # type: ignore[method-assign]
     assert store.insert_job(job).id == job.id

@@ -6,6 +6,7 @@ retry helper decides about retrying); an operation the store does retry is sent 
 from __future__ import annotations
 
 import socket
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,3 +130,25 @@ def test_a_refused_connection_is_transient() -> None:
         finally:
             store.close()
     assert store.is_transient(info.value) and store.is_transient(info.value.__cause__)
+
+
+def test_an_sqlite_insert_meeting_a_held_write_lock_is_transient(tmp_path: Any) -> None:
+    # single inserts go straight on the sqlite3 connection: their errors are translated the
+    # same way (a busy file is a ConflictError once the busy timeout ran out)
+    url = f"sqlite:///{tmp_path / 'locked.db'}"
+    store = SqlJobStore(url, create_schema=True, sqlite_busy_timeout_ms=50)
+    holder = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        job = JobEntity(tags=("a",))
+        with pytest.raises(TransientStoreError, match="locked") as info:
+            store.insert_job(job)
+        assert store.is_transient(info.value)
+        holder.execute("ROLLBACK")
+        assert store.insert_job(job) == job
+        assert store.find_tags(job.id) == ["a"]
+        with pytest.raises(DuplicateJobError):
+            store.insert_job(job)
+    finally:
+        holder.close()
+        store.close()

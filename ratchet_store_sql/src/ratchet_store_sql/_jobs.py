@@ -59,27 +59,26 @@ class JobOperations(SqlBase):
     # ------------------------------------------------------------------ crud
 
     def insert_job(self, job: JobEntity) -> JobEntity:
-        row = job_to_row(job)
         check_tags(job.tags, job.id)
         if self._bound is not None:
-            return self._insert_job_once(job, row)
+            return self._insert_job_once(job)
         try:
-            return self._insert_job_once(job, row)
+            return self._insert_job_once(job)
         except ConnectionLostError:
             # The connection broke under the insert (its own transaction, or one autocommit
             # statement): it either committed whole or not at all. Send it again on a fresh
             # connection; if the first one did commit, the job's id is taken by this very job.
             pass
         try:
-            return self._insert_job_once(job, row)
+            return self._insert_job_once(job)
         except DuplicateJobError:
             stored = self.find_by_id(job.id)
             if stored is not None and _same_job(stored, job):
                 return stored
             raise
 
-    def _insert_job_once(self, job: JobEntity, row: dict[str, Any]) -> JobEntity:
-        return self._d.insert_job(self, job, row)
+    def _insert_job_once(self, job: JobEntity) -> JobEntity:
+        return self._d.insert_job(self, job)
 
     def find_by_id(self, job_id: UUID) -> JobEntity | None:
         with self._read("find_by_id") as conn:

@@ -240,9 +240,11 @@ class Dialect:
         """Fenced successes of one chunk on ``conn``, their batches counted; the ids written."""
         raise NotImplementedError
 
-    def insert_job(self, store: SqlBase, job: JobEntity, row: dict[str, Any]) -> JobEntity:
-        """Insert one job (and its tags) in a transaction of its own, or in the joined one; an
-        existing idempotency key returns the stored job instead."""
+    def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
+        """Insert one job (and its tags, checked by the caller) in a transaction of its own,
+        or in the joined one; an existing idempotency key returns the stored job instead. The
+        job is converted (and so checked) before anything is sent."""
+        row = job_to_row(job)
         with store._write("insert_job") as conn:
             if job.idempotency_key is not None:
                 existing = store._find_one(conn, J.c.idempotency_key == job.idempotency_key)

@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 from ratchet_api.errors import DuplicateJobError
 from ratchet_api.store.entities import Completion, JobEntity
 from ratchet_store_sql import schema as s
-from ratchet_store_sql._convert import JOB_FIELDS, job_values
+from ratchet_store_sql._convert import JOB_FIELDS, job_to_row, job_values
 from ratchet_store_sql._dialects.base import (
     CHUNK,
     UTC_TYPE,
@@ -208,9 +208,10 @@ class PostgresDialect(ReturningClaim):
         }
         return set(conn.execute(_SUCCEED_MANY, params).scalars())
 
-    def insert_job(self, store: SqlBase, job: JobEntity, row: dict[str, Any]) -> JobEntity:
+    def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
         """One statement, so one round trip in autocommit: the job row (skipped when its
         idempotency key exists), and its tags in a data-modifying CTE of the same statement."""
+        row = job_to_row(job)
         tags = sorted(set(job.tags))
         stmt = _insert_statement(job.idempotency_key is not None, bool(tags))
         if tags:
