@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import sqlite3
@@ -347,9 +348,8 @@ def huey_module(path: Path) -> Any:
     """``peer_huey`` bound to the file ``path`` (imported afresh for each file)."""
     os.environ["RATCHET_BENCH_HUEY_FILE"] = str(path)
     sys.modules.pop("benchmarks.peer_huey", None)
-    from benchmarks import peer_huey  # the name the consumer registers its tasks under
-
-    return peer_huey
+    # imported by the name the consumer registers its tasks under, executed afresh
+    return importlib.import_module("benchmarks.peer_huey")
 
 
 def huey_enqueue(path: Path, jobs: int) -> float:
