@@ -36,7 +36,9 @@ from ratchet_core.stores import open_store  # noqa: E402
 def _env(settings: str, database: Path) -> dict[str, str]:
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        # a PYTHONPATH given to the benchmark comes after the checkout (another tree's
+        # sources, to measure an older version against the same project)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "DJANGO_SETTINGS_MODULE": settings,
         "RATCHET_TEST_DJANGO_DB": str(database),
         "RATCHET_STORE_URL": f"sqlite:///{database}",

@@ -5,7 +5,7 @@ while the batch runs (live refresh), the graph of a ``then`` + ``branch`` workfl
 signal, the queues page, a schedule triggered now, and dark mode.
 
 With ``RATCHET_DASHBOARD_SCREENSHOTS=<folder>`` each page is saved there as a PNG
-(docs/images/dashboard is made so: ``scripts/dashboard_screenshots.sh``)."""
+(docs/images/dashboard/regenerate.sh makes them so)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tests.dashboard.test_dashboard_browser import (  # the browser set-up and i
 from tests.dashboard.test_dashboard_operator import failed_jobs, run_until
 from tests.engine import targets
 from tests.engine import workflow_targets as wt
-from tests.engine.batch_targets import child
+from tests.engine.batch_targets import callback, child
 
 # after the browser module's skip checks (selenium may be missing)
 from selenium.webdriver.common.by import By  # isort: skip
@@ -84,6 +84,7 @@ def test_a_batch_page_follows_the_batch_while_it_runs(
 ) -> None:
     batch = scene.container.scheduler().batch("browser-batch")
     batch.add_many(child, [(str(tmp_path / "log"), i) for i in range(6)])
+    batch.on_complete(callback, str(tmp_path / "log"), "complete")
     batch_id = batch.enqueue()
     with serve(dashboard_of(scene)) as base:
         browser.get(f"{base}#/batches")

@@ -6,6 +6,11 @@
 
 const ACTION_HEADERS = { "X-Ratchet-Dashboard": "1", "Content-Type": "application/json" };
 
+// setView without the parts a page leaves out (null)
+function page(...parts) {
+  setView(...parts.filter((part) => part !== null && part !== undefined));
+}
+
 function post(path, body) {
   return api(path, { method: "POST", headers: ACTION_HEADERS, body: JSON.stringify(body) });
 }
@@ -47,7 +52,7 @@ async function batches(params) {
   activeNav("nav-batches");
   const data = await api("batches?" + params.toString());
   if (!data.available) {
-    setView(el("h2", {}, "Batches"), el("p", { class: "muted" }, "The store keeps no batches."));
+    page(el("h2", {}, "Batches"), el("p", { class: "muted" }, "The store keeps no batches."));
     return;
   }
   const rows = data.batches.map((b) => el("tr", { class: "batch-row", "data-id": b.id },
@@ -55,7 +60,7 @@ async function batches(params) {
     el("td", {}, statusBadge(b.status)), el("td", {}, progress(b)),
     el("td", {}, `${b.succeeded} ok · ${b.failed} failed · ${b.pending} pending / ${b.total}`),
     el("td", {}, at(b.created_at)), el("td", {}, at(b.completed_at))));
-  setView(el("h2", {}, "Batches"),
+  page(el("h2", {}, "Batches"),
     table("batches-table", ["batch", "status", "progress", "counts", "created", "completed"], rows, "no batches"));
 }
 
@@ -78,7 +83,7 @@ async function batch(id, params) {
   const children = data.children.jobs.map((c) => el("tr", { class: "job-row", "data-id": c.id },
     el("td", {}, jobLink(c.id)), el("td", {}, statusBadge(c.status)), el("td", {}, c.target),
     el("td", {}, at(c.finished_at)), el("td", { class: "muted" }, c.last_error || "")));
-  setView(el("h2", {}, "Batch ", data.name || data.id, " ", statusBadge(data.status)),
+  page(el("h2", {}, "Batch ", data.name || data.id, " ", statusBadge(data.status)),
     counts, progress(data),
     data.last_error ? el("p", { class: "error" }, data.last_error) : null,
     el("h3", {}, "Callbacks"), table("batch-callbacks", ["job", "status", "target"], callbacks, "no callbacks"),
@@ -96,7 +101,7 @@ async function workflow(id) {
     if (!columns.has(node.depth)) columns.set(node.depth, []);
     columns.get(node.depth).push(node);
   }
-  const boxW = 190, boxH = 54, gapX = 70, gapY = 22;
+  const boxW = 190, boxH = 54, gapX = 150, gapY = 22;
   const place = new Map();
   let rowsMax = 1;
   for (const [depth, nodes] of columns) {
@@ -126,7 +131,7 @@ async function workflow(id) {
     link.append(title, sub);
     graph.append(link);
   }
-  setView(el("h2", {}, "Workflow of ", jobLink(data.job_id)),
+  page(el("h2", {}, "Workflow of ", jobLink(data.job_id)),
     el("p", { class: "muted" }, "Each step waits on the one to its left: waiting (dashed), released, or not taken (a branch side or a cancelled step)."),
     el("div", { class: "chart" }, graph),
     data.truncated ? el("p", { class: "muted" }, "Only the first 500 jobs are drawn.") : null);
@@ -158,7 +163,7 @@ async function signals(params) {
       await signals(params);
     } catch (error) { show(error.message, true); }
   };
-  setView(el("h2", {}, `Awaiting a signal (${data.total})`),
+  page(el("h2", {}, `Awaiting a signal (${data.total})`),
     readOnly ? null : el("div", { class: "filters", id: "signal-form" }, target, payload,
       el("button", { id: "send-signal", onclick: send }, "Send signal")),
     table("signals-table", ["job", "target", "key", "deadline", "left", ""], rows, "no job awaits a signal"));
@@ -170,7 +175,7 @@ async function queues(params) {
   activeNav("nav-queues");
   const data = await api("queues?" + params.toString());
   if (!data.available) {
-    setView(el("h2", {}, "Queues"), el("p", { class: "muted" }, "The store cannot list jobs."));
+    page(el("h2", {}, "Queues"), el("p", { class: "muted" }, "The store cannot list jobs."));
     return;
   }
   const rowsOf = (list, kind) => list.map((r) => el("tr", { class: "queue-row", "data-name": r.name },
@@ -180,7 +185,7 @@ async function queues(params) {
     el("td", {}, r.oldest_due_seconds === null ? "–" : r.oldest_due_seconds + " s"),
     el("td", {}, r.running), el("td", {}, r.per_minute), el("td", {}, (r.failure_rate * 100).toFixed(1) + " %")));
   const heads = ["name", "pending", "due", "oldest due", "running", "done / min", "failure rate"];
-  setView(el("h2", {}, "Queues and targets"),
+  page(el("h2", {}, "Queues and targets"),
     el("p", { class: "muted" }, `Over the last ${data.window_seconds / 60} min; ${data.scanned} jobs read` +
       (data.truncated ? " (more exist: figures cover the newest)" : "") + ". " + data.pause.reason + "."),
     el("h3", {}, "Execution target labels"), table("labels-table", heads, rowsOf(data.labels, "label"), "no jobs"),
@@ -206,7 +211,7 @@ async function schedule(name) {
   const firings = data.firings.map((j) => el("tr", {}, el("td", {}, jobLink(j.id)),
     el("td", {}, statusBadge(j.status)), el("td", {}, at(j.scheduled_at)), el("td", {}, at(j.finished_at)),
     el("td", { class: "muted" }, j.last_error || "")));
-  setView(el("h2", {}, "Schedule ", data.name, " ", el("span", { id: "schedule-state" }, data.enabled ? "active" : "paused")),
+  page(el("h2", {}, "Schedule ", data.name, " ", el("span", { id: "schedule-state" }, data.enabled ? "active" : "paused")),
     el("div", { class: "actions" }, buttons),
     el("dl", {}, [["target", data.target], ["cron", `${data.cron} (${data.timezone})`],
       ["misfires", data.misfire_policy], ["next", at(data.next_fire_at)], ["last", at(data.last_fired_at)]]
