@@ -87,3 +87,39 @@ def test_jobs_list_and_show_print_stored_data_verbatim(
         shown = ratchet("jobs", "show", str(job_id), "--url", store_url)
         assert_verbatim(shown)
         assert "[/oops] [/etc/app] [bold]x" in shown.stdout
+
+
+def test_jobs_list_does_not_load_whole_results_or_arguments(
+    store_url: str, make_worker: Any
+) -> None:
+    import json
+
+    from ratchet_api.store.entities import JobQuery
+    from ratchet_api.store.protocols import JobQueryStore
+
+    made = build_container(store_url, **{"limits.max_result_bytes": "0"})
+    migrate(made.job_store())
+    try:
+        scheduler = made.scheduler()
+        tag = f"large-{os.getpid()}-{id(made)}"
+        large = scheduler.job(hostile_targets.big_result).args(300_000).tags(tag).enqueue()
+        wide = scheduler.job(hostile_targets.echo).args("y" * 200_000).tags(tag).enqueue()
+        make_worker(made).run_until_idle(30)
+        queries = made.job_store().capability(JobQueryStore)
+        assert queries is not None
+        listed = queries.search_jobs(JobQuery(tag=tag, preview=100))
+        by_id = {j.id: j for j in listed}
+        # the store returns at most preview + 1 characters of each: a listing loads no more
+        assert len(by_id[large].result or "") == 101 and len(by_id[wide].payload) == 101
+        whole = made.job_store().find_by_id(large)
+        assert whole is not None and len(whole.result or "") > 300_000
+    finally:
+        made.job_store().close()
+    result = ratchet("jobs", "list", "--tag", tag, "--json", "--url", store_url)
+    assert result.returncode == 0, result.stderr
+    records = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert records[str(large)]["result_cut"] is True and records[str(large)]["result"] is None
+    assert records[str(wide)]["arguments_cut"] is True
+    assert records[str(wide)]["unreadable"] is None
+    table = ratchet("jobs", "list", "--tag", tag, "--url", store_url)
+    assert table.returncode == 0 and "(result over 4096 characters: jobs show)" in table.stdout

@@ -331,8 +331,15 @@ class JobQuery:
     limit: int = 100
     offset: int = 0
     order: SortOrder = SortOrder.NEWEST_FIRST
+    preview: int | None = None
+    """For listings: a store may return ``payload`` and ``result`` cut to their first
+    ``preview + 1`` characters instead of whole (a longer value is then recognisable as cut), so
+    that a list never loads a large argument or result. Entities read this way are for display
+    only. None: whole values (a store may always return whole values)."""
 
     def __attrs_post_init__(self) -> None:
+        if self.preview is not None and self.preview < 1:
+            raise ValueError(f"preview must be at least 1, got {self.preview}")
         if not 1 <= self.limit <= 10_000:
             raise ValueError(f"limit must be between 1 and 10000, got {self.limit}")
         if self.offset < 0:

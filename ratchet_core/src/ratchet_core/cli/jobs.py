@@ -79,6 +79,32 @@ def shown_target(job: JobEntity) -> str:
     return f"{task} (django task)" if task else job.target
 
 
+LIST_PREVIEW = 4096
+"""``jobs list`` asks the store for at most this many characters (plus one) of each job's
+arguments and result (``JobQuery.preview``): a listing never loads a 100 MB result."""
+
+
+def _without_cut_values(
+    jobs: list[JobEntity],
+) -> tuple[list[JobEntity], dict[Any, dict[str, Any]]]:
+    """The jobs with every value the store cut for the listing taken out (a cut JSON value is
+    neither readable nor maskable: it is never shown), and what was cut, by job id."""
+    out: list[JobEntity] = []
+    cut: dict[Any, dict[str, Any]] = {}
+    for job in jobs:
+        flags: dict[str, Any] = {}
+        kept = job
+        if job.result is not None and len(job.result) > LIST_PREVIEW:
+            kept = attrs.evolve(job, result=None)
+            flags["result_cut"] = True
+        if len(job.payload) > LIST_PREVIEW:
+            flags["arguments_cut"] = True
+        if flags:
+            cut[job.id] = flags
+        out.append(kept)
+    return out, cut
+
+
 def _job_dict(job: JobEntity, detail: JobDetail) -> dict[str, Any]:
     """The job's fields, with the result and error as the readable (decrypted, masked) view
     shows them."""
@@ -143,13 +169,23 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
         target=target,
         batch_id=batch_id,
         limit=limit,
+        preview=LIST_PREVIEW,  # the store need not load whole arguments or results
     )
     with ratchet_errors():
         jobs = scheduler.search(query)
+    jobs, cut = _without_cut_values(jobs)
     details = scheduler.details.details(jobs)
     if as_json:
         for job, detail in zip(jobs, details, strict=True):
-            click.echo(json.dumps(_job_dict(job, detail)))
+            record = _job_dict(job, detail)
+            if job.id in cut:
+                record.update(cut[job.id])
+                if cut[job.id].get("arguments_cut") and record["unreadable"]:
+                    # the cut arguments are not read by a listing: not a problem of the job
+                    problems = str(record["unreadable"]).split("; ")
+                    kept = [p for p in problems if not p.startswith("arguments:")]
+                    record["unreadable"] = "; ".join(kept) or None
+            click.echo(json.dumps(record))
         return
     out = console()
     if not jobs:
@@ -163,6 +199,8 @@ def list_jobs(  # noqa: PLR0917 - click passes options positionally
     for job, detail in zip(jobs, details, strict=True):
         value = detail.error if job.status is JobStatus.FAILED else detail.result
         outcome = value if value is None or isinstance(value, str) else json.dumps(value)
+        if job.status is not JobStatus.FAILED and cut.get(job.id, {}).get("result_cut"):
+            outcome = f"(result over {LIST_PREVIEW} characters: jobs show)"
         table.add_row(  # stored data printed verbatim (cli/safe.py)
             str(job.id),
             f"[{STATUS_STYLES.get(job.status, 'white')}]{job.status.value}[/]",

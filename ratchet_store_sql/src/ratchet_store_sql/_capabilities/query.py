@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 import sqlalchemy as sa
@@ -53,8 +54,17 @@ class QueryOperations(SqlBase):
             order = (J.c.created_at.desc(), J.c.id.desc())
         else:
             order = (J.c.created_at.asc(), J.c.id.asc())
+        columns: list[Any] = list(J.c)
+        if query.preview is not None:  # a listing: never load a large argument or result
+            cut = query.preview + 1
+            columns = [
+                sa.func.substr(c, 1, cut, type_=c.type).label(c.name)
+                if c.name in ("payload", "result")
+                else c
+                for c in J.c
+            ]
         stmt = (
-            sa.select(J)
+            sa.select(*columns)
             .where(*self._filters(query))
             .order_by(*order)
             .limit(query.limit)
