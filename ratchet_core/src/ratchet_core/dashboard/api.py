@@ -181,6 +181,7 @@ class DashboardApi:
             tag=params.get("tag") or None,
             limit=self._int(params, "limit", 50, 1, MAX_PAGE),
             offset=self._int(params, "offset", 0, 0, 10**9),
+            preview=1,  # a list shows no argument or result: the store need not load them
         )
         return {
             "available": True,
