@@ -202,3 +202,25 @@ def test_a_workflow_step_refused_at_dispatch_settles_its_children_at_once(
     assert stats.idle and stats.failed == 1
     assert _job(store, parent).status is JobStatus.FAILED
     assert _job(store, child).status is JobStatus.CANCELLED
+
+
+def test_a_burst_in_slices_waits_for_a_deferred_job_due_before_its_own_deadline(
+    on_memory: Callable[..., Any], store: InMemoryJobStore
+) -> None:
+    """``ratchet worker --burst`` runs ``run_until_idle`` in half-second slices (so that a
+    signal is acted on between two): a job deferred beyond one slice but within the burst's
+    timeout still runs before the burst ends."""
+    from ratchet_core.cli.worker import _run_burst
+    from ratchet_core.process_signals import WorkerSignals
+
+    container = on_memory(**{"flow_control.retry_delay": "1s"})
+    assert store.try_acquire_permit("printer", "another-node", 1, timedelta(minutes=5))
+    job_id = (
+        container.scheduler().job(targets.add).args(2, 2).resource("printer", permits=1).enqueue()
+    )
+    worker = container.worker(worker_settings=fast_settings())
+    worker.start()
+    stats = _run_burst(worker, 60.0, WorkerSignals())  # not installed: no signal handlers
+    assert stats.idle
+    assert stats.released >= 1  # deferred by flow control once at least
+    assert _job(store, job_id).status is JobStatus.SUCCEEDED

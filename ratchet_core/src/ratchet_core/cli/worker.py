@@ -293,8 +293,9 @@ def _run_burst(worker: Any, timeout: float, signals: WorkerSignals) -> Any:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            # The worker runs already, so run_until_idle leaves it running when it returns.
-            if worker.run_until_idle(min(left, _BURST_SLICE)).idle:
+            # The worker runs already, so run_until_idle leaves it running when it returns;
+            # jobs it put back that are due before the burst's own deadline are waited for.
+            if worker.run_until_idle(min(left, _BURST_SLICE), due_within=left).idle:
                 idle = True
                 break
     finally:

@@ -314,20 +314,26 @@ class Worker:
                 signal.signal(signum, old)
         return stats
 
-    def run_until_idle(self, timeout: float = 30.0) -> WorkerStats:
+    def run_until_idle(
+        self, timeout: float = 30.0, *, due_within: float | None = None
+    ) -> WorkerStats:
         """Run until no due job is left and nothing is in flight, then stop (if this call
-        started the worker). Jobs due within ``timeout`` that this worker put back (retries,
-        and jobs deferred by a resource permit, a rate limit or an open circuit) are waited
-        for when the store can be queried (``JobQueryStore``). Returns the stats;
-        ``stats.idle`` is False when ``timeout`` passed first."""
+        started the worker). Jobs this worker put back (retries, and jobs deferred by a
+        resource permit, a rate limit or an open circuit) that come due within ``due_within``
+        seconds (default ``timeout``) are waited for when the store can be queried
+        (``JobQueryStore``): a caller running it in slices (``ratchet worker --burst``) passes
+        the time left of its whole run. Returns the stats; ``stats.idle`` is False when
+        ``timeout`` passed first."""
         started_here = self._state != "running"
         if started_here:
             self.start()
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = now + timeout
+        horizon = now + (timeout if due_within is None else max(timeout, due_within))
         idle = False
         try:
             while time.monotonic() < deadline:
-                if is_idle(self._parts, deadline):
+                if is_idle(self._parts, deadline, horizon):
                     idle = True
                     break
         finally:

@@ -10,10 +10,11 @@ from ratchet_api.store.entities import JobQuery
 from ratchet_core.worker.parts import Parts
 
 
-def is_idle(p: Parts, deadline: float) -> bool:
-    """One round of ``Worker.run_until_idle``: True when nothing is claimed, unwritten or
-    being settled, two polls that started after this moment found nothing, and no job this
-    worker put back is due before ``deadline`` (``time.monotonic()``)."""
+def is_idle(p: Parts, deadline: float, horizon: float | None = None) -> bool:
+    """One round of ``Worker.run_until_idle`` (until ``deadline``, ``time.monotonic()``): True
+    when nothing is claimed, unwritten or being settled, two polls that started after this
+    moment found nothing, and no job this worker put back is due before ``horizon`` (default
+    ``deadline``)."""
     if not p.quiet():
         time.sleep(0.005)
         return False
@@ -28,16 +29,16 @@ def is_idle(p: Parts, deadline: float) -> bool:
         time.sleep(0.002)
     else:
         return False
-    due_soon = next_due(p, deadline)
+    due_soon = next_due(p, deadline if horizon is None else horizon)
     if due_soon is not None:
         time.sleep(min(max(0.0, due_soon), 0.05))
         return False
     return True
 
 
-def next_due(p: Parts, deadline: float) -> float | None:
-    """Seconds until the earliest job due before ``deadline`` that this worker put back
-    (a retry, or a deferral by flow control or an open circuit), or None."""
+def next_due(p: Parts, horizon: float) -> float | None:
+    """Seconds until the earliest job due before ``horizon`` (``time.monotonic()``) that this
+    worker put back (a retry, or a deferral by flow control or an open circuit), or None."""
     query = p.query
     if query is None:
         return None
@@ -46,12 +47,12 @@ def next_due(p: Parts, deadline: float) -> float | None:
     except Exception:  # noqa: BLE001 - idleness is then judged by claims only
         return None
     now = p.now()
-    horizon = now + timedelta(seconds=max(0.0, deadline - time.monotonic()))
+    until = now + timedelta(seconds=max(0.0, horizon - time.monotonic()))
     deferred = p.deferred_ids()
     due = [
         j.scheduled_at
         for j in pending
-        if (j.attempt > 0 or j.id in deferred) and j.scheduled_at <= horizon
+        if (j.attempt > 0 or j.id in deferred) and j.scheduled_at <= until
     ]
     if not due:
         return None
