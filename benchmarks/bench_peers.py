@@ -2,7 +2,8 @@
 
 Usage::
 
-    .venv/bin/pip install -r benchmarks/requirements-bench.txt   # once: nothing installs at run time
+    python3 -m venv .venv-peers                                   # once: the peers' own venv
+    .venv-peers/bin/pip install -r benchmarks/requirements-bench.txt   # nothing installs at run time
     .venv/bin/python benchmarks/bench_peers.py                    # 10,000 jobs, 3 rounds
     .venv/bin/python benchmarks/bench_peers.py --jobs 2000 --repeats 1 --samples 50   # quick
     .venv/bin/python benchmarks/bench_peers.py --backend sqlite
@@ -38,8 +39,10 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import importlib.util
 import os
 import signal
+import site
 import sqlite3
 import statistics
 import subprocess
@@ -57,7 +60,6 @@ from bench_engine import REPO, container, load, rate, worker_process
 
 from tests.engine import targets
 
-BIN = Path(sys.executable).parent
 POLL = 0.02
 RATCHET_WORKER = {
     "worker.claim_batch_size": "200",
@@ -67,16 +69,25 @@ RATCHET_WORKER = {
 }
 
 
-def _check_peers_installed() -> None:
-    missing = []
-    for module in ("pgqueuer", "asyncpg", "huey"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
-    if missing:
+PEERS = REPO / ".venv-peers"
+"""The peers' own virtual environment (``--peers``): never Ratchet's ``.venv``, where
+PgQueuer's ``pydantic-settings`` would make every Ratchet process import pydantic
+(dependency-injector imports it when installed: +8 MiB and a slower start for each worker)."""
+
+
+def use_peers(venv: Path) -> None:
+    """Make the peers importable here (after Ratchet's own packages) and point the peer
+    workers at ``venv``'s interpreter; exit with the install commands if they are missing."""
+    global PEERS
+    PEERS = venv
+    found = sorted(venv.glob("lib/python*/site-packages"))
+    if found:
+        site.addsitedir(str(found[0]))
+    missing = [m for m in ("pgqueuer", "asyncpg", "huey") if importlib.util.find_spec(m) is None]
+    if missing or not (venv / "bin" / "python").exists():
         raise SystemExit(
-            f"missing {', '.join(missing)}: .venv/bin/pip install -r "
+            f"the peers ({', '.join(missing) or 'their interpreter'}) are missing from {venv}: "
+            f"python3 -m venv {venv} && {venv}/bin/pip install -r "
             "benchmarks/requirements-bench.txt (this script installs nothing)"
         )
 
@@ -239,7 +250,8 @@ def ratchet_latency(url: str, samples: int, directory: Path) -> float:
 
 
 def pgq_worker_command(dsn: str, mode: str, batch_size: int) -> list[str]:
-    return [sys.executable, "-m", "benchmarks.peer_pgqueuer", dsn, mode, str(batch_size)]
+    python = str(PEERS / "bin" / "python")
+    return [python, "-m", "benchmarks.peer_pgqueuer", dsn, mode, str(batch_size)]
 
 
 def pgq_spawn(dsn: str, mode: str, batch_size: int) -> subprocess.Popen[bytes]:
@@ -369,7 +381,7 @@ def huey_worker(path: Path, jobs: int, workers: int) -> WorkerRun:
         module.noop()
     conn = sqlite3.connect(path)
     command = [
-        str(BIN / "huey_consumer"),
+        str(PEERS / "bin" / "huey_consumer"),
         "benchmarks.peer_huey.huey",
         "-w",
         str(workers),
@@ -513,8 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="Ratchet worker -c")
     parser.add_argument("--pgq-batch-size", type=int, default=10, help="PgQueuer --batch-size")
     parser.add_argument("--huey-workers", type=int, default=0, help="Huey -w (default -c)")
+    parser.add_argument(
+        "--peers", default=str(PEERS), help="the peers' virtual environment (default .venv-peers)"
+    )
     args = parser.parse_args(argv)
-    _check_peers_installed()
+    use_peers(Path(args.peers).resolve())
     backends = ["postgresql", "sqlite"] if args.backend == "all" else [args.backend]
     print(f"load average before: {load()}; {args.jobs} jobs, {args.repeats} round(s)")
     for backend in backends:
