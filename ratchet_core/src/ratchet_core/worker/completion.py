@@ -220,7 +220,11 @@ class CompletionBatcher:
                 if not self._items and not self._writes:
                     return  # closed and nothing left
                 if self._pause and not self._closed:
-                    self._cond.wait(self._pause)  # the store failed: close() ends it early
+                    # the store failed: wait out the pause (new outcomes do not cut it
+                    # short, close() does)
+                    until = time.monotonic() + self._pause
+                    while not self._closed and (remaining := until - time.monotonic()) > 0:
+                        self._cond.wait(remaining)
                 elif (
                     not self._writes
                     and len(self._items) < self._batch_size
