@@ -31,12 +31,10 @@ class Command(ClickCommand):
         # installed already while Django imported the apps (early), else now.
         from ratchet_core.contrib.django.early import worker_signals
 
+        # They stay installed when the command returns: the process is ending, and a signal
+        # during its exit must not find the default handler (-15) either.
         self._signals = worker_signals().install()
-        try:
-            super().run_from_argv(argv)
-        finally:
-            self._signals.uninstall()
-            self._signals = None
+        super().run_from_argv(argv)
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
