@@ -5,7 +5,9 @@ metrics API."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +17,7 @@ import pytest
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import BackoffPolicy, JobStatus
 from ratchet_api.store.protocols import JobStore
+from ratchet_core.envelope import is_envelope
 from ratchet_core.tracing import TRACE_KEY
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
@@ -112,6 +115,39 @@ def test_bulk_enqueue_is_one_span_parent_of_each_execution(traced: Any) -> None:
     executions = [s for s in spans if s.name == "ratchet execute tests.engine.targets:add"]
     assert sorted(s.attributes["ratchet.job.id"] for s in executions) == sorted(map(str, ids))
     assert {s.parent.span_id for s in executions} == {enqueue.context.span_id}
+
+
+@pytest.mark.parametrize("kind", ["single", "workflow"])
+def test_an_encrypted_jobs_span_has_its_enqueue_span_as_parent(sqlite_url: str, kind: str) -> None:
+    """The trace context is sealed with the payload; the worker reads it from the opened
+    payload, so the execution span of an encrypted job still has its enqueue span as parent
+    (a workflow's nodes too: each is sealed under its final id)."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    container = build_container(
+        sqlite_url, **{"tracing.enabled": "true", "encryption.keys": f"k1:{key}"}
+    )
+    store: JobStore = container.job_store()
+    migrate(store)
+    EXPORTER.clear()
+    try:
+        scheduler = container.scheduler()
+        if kind == "single":
+            job_id = scheduler.enqueue(targets.add, 2, 3)
+        else:
+            job_id = scheduler.job(targets.add).args(2, 3).then(targets.noop).enqueue()
+        assert is_envelope(store.find_by_id(job_id).payload)
+        run_worker(container)
+        assert store.find_by_id(job_id).status is JobStatus.SUCCEEDED
+        spans = EXPORTER.get_finished_spans()
+        (enqueue,) = [s for s in spans if s.name == "ratchet enqueue tests.engine.targets:add"]
+        (execution,) = [s for s in spans if s.name == "ratchet execute tests.engine.targets:add"]
+        assert execution.attributes["ratchet.job.id"] == str(job_id)
+        assert execution.context.trace_id == enqueue.context.trace_id
+        assert execution.parent is not None
+        assert execution.parent.span_id == enqueue.context.span_id
+    finally:
+        container.shutdown_resources()
+        store.close()
 
 
 def test_without_tracing_payloads_carry_no_trace_context(sqlite_url: str) -> None:

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 from uuid import UUID
 
 import attrs
@@ -43,11 +43,8 @@ from ratchet_api.ids import uuid7
 from ratchet_api.model import JobInvocation, JobPriority, JobStatus, JobType
 from ratchet_api.store.entities import MAX_KEY_LENGTH, BatchEntity, BatchStatus, JobEntity
 from ratchet_api.store.protocols import BatchStore, JobStore
-from ratchet_core.builder import JobOptions, JobOptionSetters
-from ratchet_core.workflow.plan import refuse_parent_placeholders
-
-if TYPE_CHECKING:
-    from ratchet_core.scheduler import SchedulerService
+from ratchet_core.options import JobOptions, JobOptionSetters
+from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
 
 _log = logging.getLogger("ratchet.batches")
 
@@ -117,11 +114,11 @@ def refuse_arguments(what: str, args: Sequence[Any], kwargs: dict[str, Any]) -> 
         )
 
 
-def check_child_invocation(scheduler: SchedulerService, invocation: Any) -> JobInvocation:
+def check_child_invocation(submitter: Submitter, invocation: Any) -> JobInvocation:
     """A prepared child or callback invocation after the checks ``enqueue_invocation``
     applies (a ``JobInvocation``; importable, allowed by the class policy, arguments matching
     the signature, every argument restorable from its hint)."""
-    return scheduler.check_job_invocation(invocation)
+    return submitter.check_invocation(invocation)
 
 
 def _named(what: str, exc: InvalidJobError | PayloadError) -> InvalidJobError | PayloadError:
@@ -132,7 +129,7 @@ def _named(what: str, exc: InvalidJobError | PayloadError) -> InvalidJobError | 
 
 
 def callback_jobs(
-    scheduler: SchedulerService,
+    submitter: Submitter,
     callbacks: Sequence[Callback],
     options: JobOptions,
     now: datetime,
@@ -142,16 +139,19 @@ def callback_jobs(
     kind. ``InvalidJobError`` names the batch and the callback."""
     by_kind: dict[str, list[UUID]] = {kind: [] for kind in _KINDS}
     jobs: list[JobEntity] = []
+    callback_options = JobOptions(priority=options.priority, encrypted=options.encrypted)
     for kind, fn, args, kwargs in callbacks:
         try:
             if isinstance(fn, JobInvocation):
-                invocation = check_child_invocation(scheduler, fn)
+                invocation = check_child_invocation(submitter, fn)
             else:
-                invocation = scheduler._resolver.resolve(fn, list(args), kwargs)
+                invocation = submitter.resolve(fn, args, kwargs)
         except (InvalidJobError, PayloadError) as exc:
             raise _named(f"batch {name!r} {kind} callback", exc) from exc
-        job = attrs.evolve(
-            scheduler._entity(invocation, JobOptions(priority=options.priority), now),
+        job = submitter.entity(
+            invocation,
+            callback_options,
+            now,
             status=JobStatus.WAITING,
             job_type=JobType.CALLBACK,
         )
@@ -180,8 +180,8 @@ class BatchBuilder(JobOptionSetters):
     ``enqueue_invocation``). Single use, not thread safe.
     """
 
-    def __init__(self, scheduler: SchedulerService, name: str) -> None:
-        self._scheduler = scheduler
+    def __init__(self, submitter: Submitter, name: str) -> None:
+        self._submitter = submitter
         self.name = check_batch_name(name)
         self.id: UUID = uuid7()
         self._children: list[_Children | JobInvocation] = []
@@ -257,35 +257,37 @@ class BatchBuilder(JobOptionSetters):
         if self._used:
             raise InvalidJobError("this batch builder was already enqueued; start a new one")
         self._used = True
-        scheduler = self._scheduler
+        submitter = self._submitter
         options = self._options
         now = datetime.now(UTC)
-        children: list[JobEntity] = []
-        for group in self._children:
-            invocations = self._resolve(group)
-            # one group's children differ only in id and payload: built as copies of its first
-            children.extend(
-                scheduler._entities(
-                    invocations, options, now, job_type=JobType.BATCH_CHILD, batch_id=self.id
+        groups = [self._resolve(group) for group in self._children]
+        target = next((g[0].target for g in groups if g), "ratchet:batch")
+        with submitter.enqueue_span(target, sum(len(g) for g in groups)):
+            children: list[JobEntity] = []
+            for invocations in groups:
+                # one group's children differ only in id and payload: copies of its first
+                children.extend(
+                    submitter.entities(
+                        invocations, options, now, job_type=JobType.BATCH_CHILD, batch_id=self.id
+                    )
                 )
+            callbacks, waiting = callback_jobs(submitter, self._callbacks, options, now, self.name)
+            parent = parent_job(self.id, callbacks, now)
+            waiting = [attrs.evolve(j, parent_id=parent.id) for j in waiting]
+            batch = BatchEntity(
+                id=self.id,
+                name=self.name,
+                status=BatchStatus.SEALED,
+                total=len(children),
+                parent_job_id=parent.id,
+                created_at=now,
             )
-        callbacks, waiting = callback_jobs(scheduler, self._callbacks, options, now, self.name)
-        parent = parent_job(self.id, callbacks, now)
-        waiting = [attrs.evolve(j, parent_id=parent.id) for j in waiting]
-        batch = BatchEntity(
-            id=self.id,
-            name=self.name,
-            status=BatchStatus.SEALED,
-            total=len(children),
-            parent_job_id=parent.id,
-            created_at=now,
-        )
-        store = scheduler._store_for(options.transaction)
-        batches = require_batch_store(store, "scheduler.batch")
-        batches.insert_batch(batch, [parent, *waiting, *children])
+            store = submitter.store_for(options.transaction)
+            batches = require_batch_store(store, "scheduler.batch")
+            batches.insert_batch(batch, [parent, *waiting, *children])
         _log.info("batch %s (%s) enqueued with %d children", self.id, self.name, len(children))
         if children:
-            scheduler._after_write(options, children[0])
+            submitter.after_write(options, children[0])
         else:
             self._complete_empty(options)
         return self.id
@@ -293,19 +295,15 @@ class BatchBuilder(JobOptionSetters):
     def _resolve(self, group: _Children | JobInvocation) -> list[JobInvocation]:
         """The group's validated invocations. A child has no parent: one asking for a
         parent's outcome is refused, as ``scheduler.enqueue`` refuses it."""
-        resolver = self._scheduler._resolver
+        submitter = self._submitter
         try:
             if isinstance(group, JobInvocation):
-                invocations = [check_child_invocation(self._scheduler, group)]
+                invocations = [check_child_invocation(submitter, group)]
             elif group.kwargs is not None:
-                args = list(group.arg_tuples[0])
-                invocations = [resolver.resolve(group.target, args, group.kwargs)]
-            elif callable(resolve_many := getattr(resolver, "resolve_many", None)):
-                invocations = list(resolve_many(group.target, group.arg_tuples))
+                args = group.arg_tuples[0]
+                invocations = [submitter.resolve(group.target, args, group.kwargs)]
             else:
-                invocations = [
-                    resolver.resolve(group.target, list(a), {}) for a in group.arg_tuples
-                ]
+                invocations = submitter.resolve_many(group.target, group.arg_tuples)
             if invocations:
                 refuse_parent_placeholders(invocations[0])  # one target per group
         except (InvalidJobError, PayloadError) as exc:
@@ -313,22 +311,16 @@ class BatchBuilder(JobOptionSetters):
         return invocations
 
     def _complete_empty(self, options: JobOptions) -> None:
-        tracker = BatchTracker(self._scheduler.store)
+        submitter = self._submitter
+        tracker = BatchTracker(submitter.store)
         batch_id = self.id
 
         def complete() -> None:
             if tracker.try_complete(batch_id):
-                self._scheduler._wake(JobPriority.NORMAL, None)
+                submitter.wake(JobPriority.NORMAL, None)
 
-        if options.transaction is None:
-            complete()
-            return
-        from ratchet_api.spi.runtime import AfterCommitResult
-
-        result = self._scheduler._after_commit.register_after_commit(complete, options.transaction)
-        if result is AfterCommitResult.NO_ACTIVE_TRANSACTION:
-            complete()
-        # REGISTRATION_FAILED: the workers' sweep completes it
+        # without a registered hook (REGISTRATION_FAILED) the workers' sweep completes it
+        submitter.after_commit(complete, options.transaction)
 
 
 class BatchTracker:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from ratchet_api.errors import (
     EncryptionError,
@@ -49,6 +49,9 @@ from ratchet_core.encryption import (
     XChaCha20Poly1305PayloadEncryption,
 )
 from ratchet_core.payload import decode_invocation
+
+_TEMPLATE_NAMESPACE = UUID("6f1c1d2e-5b1a-4c51-9a83-0d5a3c7e2b10")
+"""Namespace of :meth:`PayloadCodec.template_id` (fixed: stored envelopes depend on it)."""
 
 
 class EncryptionMode(enum.StrEnum):
@@ -262,8 +265,57 @@ class PayloadCodec:
         """True when the job was encrypted at enqueue (its payload is an envelope)."""
         return job.payload.startswith(envelope.PREFIX)
 
+    @staticmethod
+    def is_sealed(text: str | None) -> bool:
+        """True when ``text`` is an envelope (a prefix test)."""
+        return text is not None and text.startswith(envelope.PREFIX)
+
     def seal_payload(self, text: str, job_id: UUID) -> str:
         return self.seal(text, job_id, EncryptionSurface.PAYLOAD)
+
+    def open_payload_text(self, job: JobEntity) -> str:
+        """The job's stored payload document, decrypted when it is sealed (the trace context
+        and the invocation are read from it)."""
+        return self.open(job.payload, job.id, EncryptionSurface.PAYLOAD)
+
+    def seal_signal_payload(self, job: JobEntity, text: str | None) -> str | None:
+        """The signal payload to store for ``job``: sealed under ``SIGNAL_PAYLOAD`` when the
+        job is encrypted."""
+        if text is None or not self.is_encrypted(job):
+            return text
+        return self.seal(text, job.id, EncryptionSurface.SIGNAL_PAYLOAD)
+
+    def open_signal_payload(self, job: JobEntity) -> str | None:
+        """The job's signal payload, decrypted (a plaintext one of an encrypted job is an
+        integrity violation: the engine only stores it sealed)."""
+        if job.signal_payload is None:
+            return None
+        if self.is_encrypted(job):
+            self.require_sealed(job.signal_payload, job.id, EncryptionSurface.SIGNAL_PAYLOAD)
+        return self.open(job.signal_payload, job.id, EncryptionSurface.SIGNAL_PAYLOAD)
+
+    def seal_condition(self, text: str, child_id: UUID) -> str:
+        """A workflow branch condition (its test, value and predicate arguments), sealed
+        under ``PREDICATE`` and the id of the child it releases (the key of its row)."""
+        return self.seal(text, child_id, EncryptionSurface.PREDICATE)
+
+    def open_condition(self, text: str, child_id: UUID) -> str:
+        return self.open(text, child_id, EncryptionSurface.PREDICATE)
+
+    @staticmethod
+    def template_id(recurring_id: str) -> UUID:
+        """The id a recurring definition's template is sealed under (a definition has a name,
+        not a job id): a name-based UUID, so a template copied to another definition fails
+        authentication."""
+        return uuid5(_TEMPLATE_NAMESPACE, recurring_id)
+
+    def seal_template(self, text: str, recurring_id: str) -> str:
+        """A recurring template's invocation, sealed under ``PAYLOAD`` and the definition's
+        :meth:`template_id`."""
+        return self.seal(text, self.template_id(recurring_id), EncryptionSurface.PAYLOAD)
+
+    def open_template(self, text: str, recurring_id: str) -> str:
+        return self.open(text, self.template_id(recurring_id), EncryptionSurface.PAYLOAD)
 
     def open_invocation(self, job: JobEntity) -> JobInvocation:
         """The job's invocation, decrypted when it is encrypted."""

@@ -204,7 +204,9 @@ class RatchetContainer(containers.DeclarativeContainer):
     job_store = providers.Singleton(lazy("ratchet_core.stores.create_store"), settings=settings)
     # fills ParentResult/ParentError/SignalPayload parameters (docs/workflows.md)
     pre_execution_arg_resolver = providers.Singleton(
-        lazy("ratchet_core.workflow.args.WorkflowArgResolver"), store=job_store
+        lazy("ratchet_core.workflow.args.WorkflowArgResolver"),
+        store=job_store,
+        codec=payload_codec,
     )
     job_logger_factory = providers.Singleton(
         lazy("ratchet_core.defaults.logging.LoguruJobLoggerFactory"),

@@ -5,7 +5,11 @@ with another key: page by page in job id order, each value rewritten by compare 
 that a worker changed meanwhile is left alone: the engine wrote it under the current key). It
 needs both the old and the current key, so old values stay readable while it runs, and running
 it again is harmless (values already under the current key are skipped); ``after`` resumes from
-the last job id a previous run reported. :func:`key_status` counts values per key id.
+the last job id a previous run reported. Besides the jobs' own values (payload, result, last
+error, signal payload, state) it rewrites the workflow conditions sealed under a child's id and,
+once the scan of jobs is complete, the templates of recurring definitions (through the
+``RecurringJobStore``; a definition declared again meanwhile is left alone). :func:`key_status`
+counts values per key id.
 """
 
 from __future__ import annotations
@@ -16,19 +20,24 @@ from uuid import UUID
 
 import attrs
 
-from ratchet_api.errors import EncryptionError, UnsupportedCapabilityError
+from ratchet_api.errors import EncryptionError, PayloadError, UnsupportedCapabilityError
 from ratchet_api.model import EncryptionSurface
 from ratchet_api.store.entities import StoredValue
-from ratchet_api.store.protocols import JobStore, SealedValueStore
+from ratchet_api.store.protocols import JobStore, RecurringJobStore, SealedValueStore
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.envelope import key_id_of
+from ratchet_core.recurring.template import decode_template
 
 SURFACES = {
     "payload": EncryptionSurface.PAYLOAD,
     "result": EncryptionSurface.RESULT,
     "last_error": EncryptionSurface.ERROR,
+    "signal_payload": EncryptionSurface.SIGNAL_PAYLOAD,
     "state": EncryptionSurface.STATE,
+    "condition": EncryptionSurface.PREDICATE,  # sealed under the id of the child it releases
 }
+RECURRING = "recurring"
+"""The column name reports use for recurring templates (sealed under the definition's id)."""
 PLAINTEXT = "(plaintext)"
 
 
@@ -53,6 +62,8 @@ class RotationReport:
     changed_meanwhile: int = 0
     failures: list[tuple[UUID, str, str]] = attrs.field(factory=list)
     last_job_id: UUID | None = None
+    templates_rewritten: int = 0
+    template_failures: list[tuple[str, str]] = attrs.field(factory=list)
 
 
 def reseal(codec: PayloadCodec, value: StoredValue) -> str:
@@ -106,13 +117,49 @@ def rotate(
         report.last_job_id = cursor
         if progress is not None:
             progress(report)
+    else:
+        return report  # stopped early (max_batches): templates wait for the run that finishes
+    _rotate_templates(store, codec, report)
     return report
 
 
+def _rotate_templates(store: JobStore, codec: PayloadCodec, report: RotationReport) -> None:
+    """Reseal recurring templates not under the current key. ``save_recurring`` is not a
+    compare and set, so the definition is read again right before it is saved and left alone
+    when its template changed meanwhile (declared again: the declaration sealed it anew)."""
+    recurring = store.capability(RecurringJobStore)
+    if recurring is None:
+        return
+    for definition in recurring.list_recurring():
+        try:
+            template = decode_template(definition)
+            key_id = key_id_of(template.invocation)
+            if key_id is None or key_id == report.current_key_id:
+                continue
+            text = codec.open_template(template.invocation, definition.name)
+            resealed = attrs.evolve(template, invocation=codec.seal_template(text, definition.name))
+            current = recurring.find_recurring(definition.name)
+            if current is None or current.payload != definition.payload:
+                continue
+            recurring.save_recurring(attrs.evolve(current, payload=resealed.encode()))
+            report.templates_rewritten += 1
+        except (EncryptionError, PayloadError) as exc:
+            report.template_failures.append((definition.name, str(exc)))
+
+
 def key_status(store: JobStore, *, batch_size: int = 1000) -> dict[str, Counter[str]]:
-    """``{key id or "(plaintext)": Counter({column: count})}`` over every live job's values."""
+    """``{key id or "(plaintext)": Counter({column: count})}`` over every live job's values
+    and every recurring template (column ``recurring``)."""
     sealed = sealed_values(store, "key status")
     counts: dict[str, Counter[str]] = {}
+    recurring = store.capability(RecurringJobStore)
+    for definition in recurring.list_recurring() if recurring is not None else ():
+        try:
+            invocation: str | None = decode_template(definition).invocation
+        except PayloadError:
+            invocation = None
+        key = key_id_of(invocation) or PLAINTEXT
+        counts.setdefault(key, Counter())[RECURRING] += 1
     cursor: UUID | None = None
     while True:
         page = sealed.scan_values(cursor, batch_size)
@@ -126,6 +173,7 @@ def key_status(store: JobStore, *, batch_size: int = 1000) -> dict[str, Counter[
 
 __all__ = [
     "PLAINTEXT",
+    "RECURRING",
     "SURFACES",
     "RotationReport",
     "key_status",

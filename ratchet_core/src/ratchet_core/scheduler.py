@@ -12,40 +12,17 @@ right away (in this process through local listeners, elsewhere through the
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-import attrs
-from loguru import logger
-
-from ratchet_api.errors import (
-    InvalidJobError,
-    JobNotFoundError,
-    StoreError,
-    UnsupportedCapabilityError,
-)
-from ratchet_api.ids import uuid7, uuid7_many
-from ratchet_api.model import (
-    JobAuthorizationRequest,
-    JobDetail,
-    JobInvocation,
-    JobResult,
-    JobStatus,
-    utc_now,
-)
-from ratchet_api.spi.payload import (
-    BulkJobInvocationResolver,
-    JobInvocationResolver,
-    PayloadSerializer,
-    TargetLoader,
-)
+from ratchet_api.errors import InvalidJobError, JobNotFoundError, UnsupportedCapabilityError
+from ratchet_api.model import JobDetail, JobInvocation, JobResult, JobStatus
+from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer, TargetLoader
 from ratchet_api.spi.policies import ClassPolicy, JobAuthorizationPolicy, PayloadMaskingPolicy
 from ratchet_api.spi.runtime import (
     AfterCommitRegistrar,
-    AfterCommitResult,
     ClusterCoordinator,
     MetricsCollector,
     NodeIdentityProvider,
@@ -55,28 +32,20 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
-from ratchet_core._job_copies import job_copies
-from ratchet_core.authorization import effective_policy
 from ratchet_core.batches import BatchBuilder, BatchTracker
-from ratchet_core.builder import DefaultJobBuilder, JobOptions, check_at, check_delay
+from ratchet_core.builder import DefaultJobBuilder
 from ratchet_core.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.config import parse_int, register_key
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
 from ratchet_core.detail import JobDetailReader
-from ratchet_core.invocation import sign_invocation
 from ratchet_core.limits import Limits
 from ratchet_core.masking import MASK_PAYLOADS, PayloadMasker
-from ratchet_core.payload import encode_backoff, encode_invocation, encode_invocations
-from ratchet_core.properties import put_properties
+from ratchet_core.options import JobOptions, check_at, check_delay
+from ratchet_core.pipeline import AFTER_COMMIT_UNAVAILABLE, EnqueuePipeline
 from ratchet_core.recurring.service import RecurringService
 from ratchet_core.streaming import InvocationStreamingBatchBuilder, StreamingBatchBuilder
 from ratchet_core.tracing import tracing_from_config
-from ratchet_core.workflow.plan import (
-    WorkflowPlan,
-    check_condition_invocation,
-    refuse_parent_placeholders,
-)
 from ratchet_core.workflow.services import WorkflowServices
 
 DEFAULT_MAX_RETRIES = register_key(
@@ -87,10 +56,6 @@ DEFAULT_MAX_RETRIES = register_key(
         "Retries after the first attempt for jobs that do not set max_retries.",
     )
 )
-
-
-AFTER_COMMIT_UNAVAILABLE = "after_commit_unavailable"
-"""``local_wakeup`` reason when the after-commit hook of an enqueue could not be registered."""
 
 
 def _as_loader(resolver: JobInvocationResolver) -> TargetLoader | None:
@@ -119,14 +84,6 @@ class SchedulerService:
     ) -> None:
         self._store = store
         self._settings = settings
-        self._resolver = resolver
-        # validates submitted invocations (restores every argument) before they are stored
-        self._loader = loader if loader is not None else _as_loader(resolver)
-        self._serializer = serializer
-        self._policy = class_policy
-        self._after_commit = after_commit
-        self._cluster = cluster
-        self._node_identity = node_identity
         self._metrics = metrics
         self.codec = codec if codec is not None else PayloadCodec.disabled()
         """Seals payloads of encrypted jobs and opens stored values (``ratchet_core.codec``)."""
@@ -138,19 +95,34 @@ class SchedulerService:
             ),
         )
         """The readable, masked views of ``detail()`` and the CLI (``ratchet_core.detail``)."""
-        self._authorization = effective_policy(authorization)
-        self._default_max_retries = settings.get(DEFAULT_MAX_RETRIES)
-        self._tracing = tracing_from_config(settings)
-        self._limits = Limits.from_settings(settings)  # payload size (ratchet_core.limits)
-        self._listeners: list[Callable[[], None]] = []
-        self._listeners_lock = threading.Lock()
+        self.pipeline = EnqueuePipeline(
+            store=store,
+            resolver=resolver,
+            # validates submitted invocations (restores every argument) before they are stored
+            loader=loader if loader is not None else _as_loader(resolver),
+            serializer=serializer,
+            class_policy=class_policy,
+            after_commit=after_commit,
+            cluster=cluster,
+            node_identity=node_identity,
+            metrics=metrics,
+            codec=self.codec,
+            tracing=tracing_from_config(settings),
+            default_max_retries=settings.get(DEFAULT_MAX_RETRIES),
+            authorization=authorization,
+            limits=Limits.from_settings(settings),  # payload size (ratchet_core.limits)
+        )
+        """Every job is created by this pipeline (``ratchet_core.pipeline``)."""
         self._recurring = RecurringService(
             store=store,
             resolver=resolver,
-            default_max_retries=self._default_max_retries,
-            wake=self._wake,
+            default_max_retries=self.pipeline.default_max_retries,
+            wake=self.pipeline.wake,
+            pipeline=self.pipeline,
         )
-        self._workflow = WorkflowServices(store, resolver, class_policy, serializer, metrics)
+        self._workflow = WorkflowServices(
+            store, resolver, class_policy, serializer, metrics, codec=self.codec
+        )
 
     @property
     def store(self) -> JobStore:
@@ -182,29 +154,29 @@ class SchedulerService:
 
     def job(self, fn: Callable[..., Any], /) -> DefaultJobBuilder:
         """A fluent builder for a job running ``fn`` (see :mod:`ratchet_core.builder`)."""
-        return DefaultJobBuilder(self, target=fn)
+        return DefaultJobBuilder(self.pipeline, target=fn)
 
     def batch(self, name: str, /) -> BatchBuilder:
         """A builder for a batch of child jobs with completion callbacks (see
         :mod:`ratchet_core.batches`)."""
-        return BatchBuilder(self, name)
+        return BatchBuilder(self.pipeline, name)
 
     def streaming_batch(
         self, name: str, items: Iterable[Any], factory: Callable[[Any], Any], /
     ) -> StreamingBatchBuilder:
         """A builder for a batch whose children come from ``items`` through ``factory``,
         written chunk by chunk and resumable by name (see :mod:`ratchet_core.streaming`)."""
-        return StreamingBatchBuilder(self, name, items, factory)
+        return StreamingBatchBuilder(self.pipeline, name, items, factory)
 
     def invocation_streaming_batch(self, name: str, /) -> InvocationStreamingBatchBuilder:
         """A streaming batch whose ``.items(items, factory)`` factory returns a prepared
         ``JobInvocation`` per item (the InvocationSubmissionService path)."""
-        return InvocationStreamingBatchBuilder(self, name)
+        return InvocationStreamingBatchBuilder(self.pipeline, name)
 
     def invocation_job(self, invocation: JobInvocation, /) -> DefaultJobBuilder:
         """A builder for a prepared ``JobInvocation`` (the InvocationSubmissionService path:
         same validation, options and wake-ups as ``job``)."""
-        return DefaultJobBuilder(self, invocation=invocation)
+        return DefaultJobBuilder(self.pipeline, invocation=invocation)
 
     def enqueue(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> UUID:
         """Run ``fn(*args, **kwargs)`` as soon as a worker is free; returns the job id."""
@@ -251,8 +223,6 @@ class SchedulerService:
         """One job per argument tuple, written with one bulk insert (all or none)."""
         if isinstance(arg_tuples, (str, bytes)):
             raise InvalidJobError("enqueue_many expects a sequence of argument tuples")
-        options = JobOptions(transaction=transaction)
-        now = utc_now()
         items: list[Sequence[Any]] = []
         for index, args in enumerate(arg_tuples):
             if type(args) is not tuple and (  # the common case first: no ABC check
@@ -262,25 +232,25 @@ class SchedulerService:
                     f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
                 )
             items.append(args)
-        if isinstance(self._resolver, BulkJobInvocationResolver):
-            invocations = self._resolver.resolve_many(fn, items)
-        else:
-            invocations = []
-            for index, args in enumerate(items):
-                try:
-                    invocations.append(self._resolver.resolve(fn, list(args), {}))
-                except InvalidJobError as exc:
-                    raise type(exc)(f"enqueue_many item {index}: {exc}") from exc
-        if invocations:
-            refuse_parent_placeholders(invocations[0])  # one target: a job here has no parent
-        with self._tracing.enqueue(invocations[0].target if invocations else "", len(items)):
-            jobs = self._entities(invocations, options, now)
-            if not jobs:
-                return []
-            store = self._store_for(transaction)
-            store.bulk_insert(jobs)
-        self._after_write(options, jobs[0])
-        return [job.id for job in jobs]
+        try:
+            invocations = self.pipeline.resolve_many(fn, items)
+        except InvalidJobError as exc:
+            if str(exc).startswith("item "):
+                raise type(exc)(f"enqueue_many {exc}") from exc
+            raise
+        return self.pipeline.submit_many(invocations, JobOptions(transaction=transaction))
+
+    def resolve_job(
+        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> JobInvocation:
+        """The checked invocation of ``fn`` with these arguments; nothing is stored (the
+        pipeline's first step, ``pipeline.resolve``)."""
+        return self.pipeline.resolve(fn, args, kwargs)
+
+    def check_job_invocation(self, invocation: JobInvocation) -> JobInvocation:
+        """``invocation`` signed and checked as a worker checks it at dispatch; nothing is
+        stored (``pipeline.check_invocation``)."""
+        return self.pipeline.check_invocation(invocation)
 
     def _submit(
         self,
@@ -289,233 +259,23 @@ class SchedulerService:
         kwargs: dict[str, Any],
         options: JobOptions,
     ) -> UUID:
-        invocation = self._resolver.resolve(fn, list(args), dict(kwargs))
-        with self._tracing.enqueue(invocation.target):
-            return self._insert(invocation, options)
-
-    # JobSubmitter (what DefaultJobBuilder calls)
-    def submit_job(
-        self,
-        fn: Callable[..., Any],
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-        options: JobOptions,
-    ) -> UUID:
-        return self._submit(fn, args, kwargs, options)
-
-    def submit_job_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
-        return self._submit_invocation(invocation, options)
-
-    def resolve_job(
-        self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
-    ) -> JobInvocation:
-        return self._resolver.resolve(fn, list(args), dict(kwargs))
-
-    def check_job_invocation(self, invocation: JobInvocation) -> JobInvocation:
-        return self._check_invocation(invocation)
-
-    def workflow_plan(self) -> WorkflowPlan:
-        from ratchet_core.workflow.plan import WorkflowPlan
-
-        return WorkflowPlan(self)
+        return self.pipeline.submit(self.pipeline.resolve(fn, args, kwargs), options)
 
     def _submit_invocation(self, invocation: JobInvocation, options: JobOptions) -> UUID:
-        checked = self._check_invocation(invocation)
-        with self._tracing.enqueue(checked.target):
-            return self._insert(checked, options)
-
-    def _check_invocation(self, invocation: JobInvocation) -> JobInvocation:
-        if not isinstance(invocation, JobInvocation):
-            raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
-        if self._loader is not None:
-            invocation = sign_invocation(self._loader, invocation)  # dispatch requires one
-            loaded = self._loader.load(invocation)
-            # restores every argument from the hints: bad payloads fail here, not in a worker
-            self._loader.bind_arguments(loaded, invocation, None)
-        else:
-            encode_invocation(invocation)
-        return invocation
-
-    def _entity(
-        self, invocation: JobInvocation, options: JobOptions, now: datetime, **extra: Any
-    ) -> JobEntity:
-        """The job to store; ``extra`` sets further entity fields (batch children)."""
-        job_id = uuid7()
-        self._authorize(job_id, invocation, options)
-        payload = self._tracing.stamp(encode_invocation(invocation))
-        self._limits.check_payload(payload, invocation)
-        if options.encrypted or self.codec.encrypt_all:
-            payload = self.codec.seal_payload(payload, job_id)
-        return self._new_entity(
-            job_id, target=invocation.target, payload=payload, options=options, now=now, extra=extra
-        )
-
-    def _entities(
-        self,
-        invocations: Sequence[JobInvocation],
-        options: JobOptions,
-        now: datetime,
-        **extra: Any,
-    ) -> list[JobEntity]:
-        """``[self._entity(i, options, now, **extra) for i in invocations]``, with the per-job
-        work cut to what differs between the jobs (``extra``: further fields, the same for
-        every job, such as a batch child's ``job_type`` and ``batch_id``).
-
-        Everything but the id and the payload is the same for every job, so it is computed and
-        validated once: the first job goes through ``JobEntity``'s initializer (every converter
-        and validator), the others are copies of it with their own id and payload
-        (``ratchet_core._job_copies``). Ids are drawn together and payloads encoded in one pass;
-        authorization and encryption still apply to each job."""
-        if not invocations:
-            return []
-        ids = uuid7_many(len(invocations))
-        for job_id, invocation in zip(ids, invocations, strict=True):
-            self._authorize(job_id, invocation, options)
-        payloads = encode_invocations(invocations)
-        self._limits.check_payloads(payloads, invocations)
-        if self._tracing.enabled:
-            payloads = [self._tracing.stamp(payload) for payload in payloads]
-        if options.encrypted or self.codec.encrypt_all:
-            payloads = [
-                self.codec.seal_payload(payload, job_id)
-                for payload, job_id in zip(payloads, ids, strict=True)
-            ]
-        target = invocations[0].target
-        first = self._new_entity(
-            ids[0], target=target, payload=payloads[0], options=options, now=now, extra=extra
-        )
-        if any(invocation.target != target for invocation in invocations):
-            return [
-                first,
-                *(
-                    attrs.evolve(first, id=job_id, payload=payload, target=invocation.target)
-                    for job_id, payload, invocation in zip(
-                        ids[1:], payloads[1:], invocations[1:], strict=True
-                    )
-                ),
-            ]
-        return [first, *job_copies(first, ids[1:], payloads[1:])]
-
-    def _authorize(self, job_id: UUID, invocation: JobInvocation, options: JobOptions) -> None:
-        if self._authorization is not None:
-            self._authorization.check_create(
-                JobAuthorizationRequest(
-                    job_id=job_id,
-                    invocation=invocation,
-                    tags=options.tags,
-                    properties=dict(options.properties),
-                    priority=options.priority,
-                    execution_target=options.execution_target,
-                )
-            )
-
-    def _new_entity(
-        self,
-        job_id: UUID,
-        *,
-        target: str,
-        payload: str,
-        options: JobOptions,
-        now: datetime,
-        extra: dict[str, Any],
-    ) -> JobEntity:
-        scheduled = options.run_at or (now + options.delay if options.delay else now)
-        max_retries = (
-            options.max_retries if options.max_retries is not None else self._default_max_retries
-        )
-        return JobEntity(
-            id=job_id,
-            status=JobStatus.PENDING,
-            priority=options.priority,
-            target=target,
-            payload=payload,
-            scheduled_at=scheduled,
-            created_at=now,
-            updated_at=now,
-            max_retries=max_retries,
-            backoff=encode_backoff(options.backoff),
-            execution_target=options.execution_target,
-            tags=options.tags,
-            resource_key=options.resource_key,
-            flow_control=options.flow.encode(),
-            **{"idempotency_key": options.idempotency_key, **extra},
-        )
-
-    def _insert(self, invocation: JobInvocation, options: JobOptions) -> UUID:
-        refuse_parent_placeholders(invocation)
-        job = self._entity(invocation, options, utc_now())
-        store = self._store_for(options.transaction)
-        stored = store.insert_job(job)
-        if stored.id != job.id:
-            # the idempotency key was used before: the first job stands, nothing was written
-            return stored.id
-        if options.properties:
-            put_properties(store, job.id, options.properties)
-        self._after_write(options, job)
-        return job.id
-
-    def _store_for(self, transaction: object | None) -> JobStore:
-        if transaction is None:
-            return self._store
-        try:
-            return self._store.joined(transaction)
-        except StoreError as exc:
-            raise InvalidJobError(f"job option 'transaction': {exc}") from exc
+        return self.pipeline.submit(self.pipeline.check_invocation(invocation), options)
 
     # ------------------------------------------------------------ wake-ups
 
     def add_local_wakeup_listener(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (fast, thread safe) whenever this process creates or releases work
         that is due now, after the creating transaction committed."""
-        with self._listeners_lock:
-            self._listeners.append(listener)
+        self.pipeline.add_listener(listener)
 
     def remove_local_wakeup_listener(self, listener: Callable[[], None]) -> None:
-        with self._listeners_lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+        self.pipeline.remove_listener(listener)
 
-    def _after_write(self, options: JobOptions, job: JobEntity) -> None:
-        if options.run_at is not None or options.delay:
-            return  # not due now: polling picks it up when it is
-        priority, target = job.priority, job.execution_target
-
-        def wake() -> None:
-            self._wake(priority, target, inserted=True)
-
-        if options.transaction is None:
-            wake()
-            return
-        result = self._after_commit.register_after_commit(wake, options.transaction)
-        if result is AfterCommitResult.NO_ACTIVE_TRANSACTION:
-            wake()
-        elif result is AfterCommitResult.REGISTRATION_FAILED:
-            logger.warning(
-                "job {}: the after-commit hook could not be registered on {} (the "
-                "AfterCommitRegistrar does not know it); no wake-up, the job is found by polling",
-                job.id,
-                type(options.transaction).__name__,
-            )
-            self._metrics.local_wakeup(AFTER_COMMIT_UNAVAILABLE)
-
-    def _wake(self, priority: int, execution_target: str | None, *, inserted: bool = False) -> None:
-        with self._listeners_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener()
-            except Exception as exc:  # noqa: BLE001 - a broken listener must not fail the enqueue
-                logger.warning("local wake-up listener {!r} failed: {!r}", listener, exc)
-        if listeners:
-            self._metrics.local_wakeup("enqueue")
-        if inserted and getattr(self._cluster, "database_notifies_inserts", False):
-            return  # the store's database announces the insert itself, at commit
-        try:
-            identity = self._node_identity.identity()
-            self._cluster.notify_new_work(priority, identity, execution_target)
-            self._metrics.cluster_wakeup_published(identity.node_id, execution_target or "")
-        except Exception as exc:  # noqa: BLE001 - best effort: polling still finds the job
-            logger.warning("cluster wake-up failed: {!r}", exc)
+    def _wake(self, priority: int, execution_target: str | None) -> None:
+        self.pipeline.wake(priority, execution_target)
 
     # ------------------------------------------------------------ managing jobs
 
@@ -589,7 +349,7 @@ class SchedulerService:
         """A branch condition from a prepared predicate invocation (the
         InvocationSubmissionService seam): its target gets the stored arguments then the
         parent's ``JobResult``, and must return bool. Checked now (``InvalidJobError``)."""
-        check_condition_invocation(self, invocation)
+        self.pipeline.check_condition(invocation)
         return Condition(test=ConditionTest.INVOCATION, invocation=invocation)
 
     def retry(self, job_id: UUID) -> bool:
@@ -645,4 +405,4 @@ class SchedulerService:
         return False
 
 
-__all__ = ["DEFAULT_MAX_RETRIES", "SchedulerService"]
+__all__ = ["AFTER_COMMIT_UNAVAILABLE", "DEFAULT_MAX_RETRIES", "SchedulerService"]

@@ -32,7 +32,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 from uuid import UUID
 
 import attrs
@@ -49,10 +49,7 @@ from ratchet_core.batches import (
     parent_job,
     require_batch_store,
 )
-from ratchet_core.workflow.plan import refuse_parent_placeholders
-
-if TYPE_CHECKING:
-    from ratchet_core.scheduler import SchedulerService
+from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
 
 _log = logging.getLogger("ratchet.batches")
 
@@ -88,12 +85,12 @@ class StreamingBatchBuilder(BatchBuilder):
 
     def __init__(
         self,
-        scheduler: SchedulerService,
+        submitter: Submitter,
         name: str,
         items: Iterable[Any],
         factory: Callable[[Any], Any],
     ) -> None:
-        super().__init__(scheduler, name)
+        super().__init__(submitter, name)
         self.id = streaming_batch_id(self.name)
         self._set_source(items, factory)
         self._chunk_size = DEFAULT_CHUNK_SIZE
@@ -142,8 +139,8 @@ class StreamingBatchBuilder(BatchBuilder):
         if self._used:
             raise InvalidJobError("this batch builder was already enqueued; start a new one")
         self._used = True
-        scheduler = self._scheduler
-        batches = require_batch_store(scheduler.store, "scheduler.streaming_batch")
+        submitter = self._submitter
+        batches = require_batch_store(submitter.store, "scheduler.streaming_batch")
         batch = self._open()
         if batch.status is not BatchStatus.OPEN:
             return self.id  # finished in an earlier run
@@ -162,13 +159,13 @@ class StreamingBatchBuilder(BatchBuilder):
             except Exception as exc:  # noqa: BLE001 - reported as BatchChunkError
                 self._chunk_failed(chunk_no, index, exc)
             if index == start:
-                scheduler._wake(self._options.priority, None)
+                submitter.wake(self._options.priority, None)
             index += len(chunk)
             chunk_no += 1
         batches.seal_batch(self.id)
         _log.info("streaming batch %s (%s) sealed with %d children", self.id, self.name, index)
-        scheduler._wake(self._options.priority, None)
-        BatchTracker(scheduler.store).try_complete(self.id)  # every child may be done already
+        submitter.wake(self._options.priority, None)
+        BatchTracker(submitter.store).try_complete(self.id)  # every child may be done already
         return self.id
 
     def _write_chunk(self, batches: BatchStore, jobs: list[JobEntity]) -> None:
@@ -185,12 +182,12 @@ class StreamingBatchBuilder(BatchBuilder):
                 time.sleep(0.2 * 2**attempt)
 
     def _open(self) -> BatchEntity:
-        batches = require_batch_store(self._scheduler.store, "scheduler.streaming_batch")
+        batches = require_batch_store(self._submitter.store, "scheduler.streaming_batch")
         found = batches.find_batch(self.id)
         if found is not None:
             return found
         now = datetime.now(UTC)
-        callbacks, jobs = callback_jobs(self._scheduler, self._callbacks, self._options, now)
+        callbacks, jobs = callback_jobs(self._submitter, self._callbacks, self._options, now)
         parent = parent_job(self.id, callbacks, now)
         jobs = [attrs.evolve(j, parent_id=parent.id) for j in jobs]
         batch = BatchEntity(
@@ -206,20 +203,21 @@ class StreamingBatchBuilder(BatchBuilder):
         return batch
 
     def _chunk_jobs(self, chunk: list[Any], first: int) -> list[JobEntity]:
-        scheduler = self._scheduler
+        submitter = self._submitter
         now = datetime.now(UTC)
         invocations = self._invocations(chunk, first)
-        return [
-            scheduler._entity(
-                invocation,
-                self._options,
-                now,
-                job_type=JobType.BATCH_CHILD,
-                batch_id=self.id,
-                idempotency_key=f"ratchet:batch:{self.id}:{first + n}",
-            )
-            for n, invocation in enumerate(invocations)
-        ]
+        with submitter.enqueue_span(invocations[0].target, len(invocations)):
+            return [
+                submitter.entity(
+                    invocation,
+                    self._options,
+                    now,
+                    job_type=JobType.BATCH_CHILD,
+                    batch_id=self.id,
+                    idempotency_key=f"ratchet:batch:{self.id}:{first + n}",
+                )
+                for n, invocation in enumerate(invocations)
+            ]
 
     def _invocations(self, chunk: list[Any], first: int) -> list[JobInvocation]:
         """The chunk's children, validated: a ``(fn, *args)`` through the resolver, a
@@ -227,20 +225,19 @@ class StreamingBatchBuilder(BatchBuilder):
         made = [self._factory(item) for item in chunk]
         for n, child in enumerate(made):
             self._check_made(child, first + n)
-        resolver = self._scheduler._resolver
+        submitter = self._submitter
         targets = {id(c[0]) for c in made if isinstance(c, tuple)}
-        resolve_many = getattr(resolver, "resolve_many", None)
-        if len(targets) == 1 and callable(resolve_many) and all(isinstance(c, tuple) for c in made):
+        if len(targets) == 1 and all(isinstance(c, tuple) for c in made):
             # one target for the whole chunk (the usual case): vetted once
-            out = list(resolve_many(made[0][0], [c[1:] for c in made]))
+            out = submitter.resolve_many(made[0][0], [c[1:] for c in made])
             refuse_parent_placeholders(out[0])
             return out
         out = []
         for child in made:
             if isinstance(child, JobInvocation):
-                invocation = check_child_invocation(self._scheduler, child)
+                invocation = check_child_invocation(submitter, child)
             else:
-                invocation = resolver.resolve(child[0], list(child[1:]), {})
+                invocation = submitter.resolve(child[0], child[1:], {})
             refuse_parent_placeholders(invocation)  # a child has no parent
             out.append(invocation)
         return out
@@ -256,7 +253,7 @@ class StreamingBatchBuilder(BatchBuilder):
             )
 
     def _chunk_failed(self, chunk_no: int, first: int, exc: Exception) -> None:
-        batches = require_batch_store(self._scheduler.store, "scheduler.streaming_batch")
+        batches = require_batch_store(self._submitter.store, "scheduler.streaming_batch")
         message = f"chunk {chunk_no} (items from {first}): {type(exc).__name__}: {exc}"
         _log.error("streaming batch %s (%s): %s", self.id, self.name, message)
         try:
@@ -280,8 +277,8 @@ class InvocationStreamingBatchBuilder(StreamingBatchBuilder):
     with :meth:`items` before ``enqueue()``; everything else (chunks, resume by name,
     callbacks, options) is the ``StreamingBatchBuilder``'s."""
 
-    def __init__(self, scheduler: SchedulerService, name: str) -> None:
-        super().__init__(scheduler, name, (), _no_factory)
+    def __init__(self, submitter: Submitter, name: str) -> None:
+        super().__init__(submitter, name, (), _no_factory)
         self._has_items = False
 
     def items(self, items: Iterable[Any], factory: Callable[[Any], JobInvocation]) -> Self:

@@ -9,6 +9,11 @@ every attempt of the job, whatever process ran it. A failing attempt's span reco
 exception and has status ERROR. Spans go to the global ``TracerProvider`` (tracer ``ratchet``):
 the application configures the SDK and exporters.
 
+The trace context is stamped before the payload is sealed, so for an encrypted job it is inside
+the envelope: the execution span reads it from the opened payload (the ``PayloadCodec`` the
+worker gives :func:`tracing_from_config`), and an encrypted job's span has its enqueue span as
+parent like any other job's.
+
 With tracing off (the default) nothing is added to payloads and no span is made.
 """
 
@@ -19,12 +24,15 @@ import inspect
 import json
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ratchet_api.errors import ConfigurationError
+from ratchet_api.errors import ConfigurationError, RatchetError
 from ratchet_api.spi.runtime import RatchetConfig, RatchetConfigKey
 from ratchet_api.store.entities import JobEntity
 from ratchet_core.config import parse_bool, register_key
+
+if TYPE_CHECKING:
+    from ratchet_core.codec import PayloadCodec
 
 TRACING_ENABLED = register_key(
     RatchetConfigKey(
@@ -62,9 +70,10 @@ class OpenTelemetryTracing(Tracing):
 
     enabled = True
 
-    def __init__(self, tracer_provider: Any = None) -> None:
+    def __init__(self, tracer_provider: Any = None, codec: PayloadCodec | None = None) -> None:
         from opentelemetry import propagate, trace
 
+        self._codec = codec  # opens the payload of an encrypted job (its trace context)
         self._trace = trace
         self._propagate = propagate
         provider = tracer_provider or trace.get_tracer_provider()
@@ -91,10 +100,15 @@ class OpenTelemetryTracing(Tracing):
         return f"{payload[:-1]},{json.dumps(TRACE_KEY)}:{json.dumps(parent)}}}"
 
     def _parent(self, job: JobEntity) -> Any:
+        text = job.payload
         try:
-            document = json.loads(job.payload)
+            if self._codec is not None and self._codec.is_encrypted(job):
+                text = self._codec.open_payload_text(job)
+            document = json.loads(text)
             parent = document.get(TRACE_KEY) if isinstance(document, dict) else None
-        except ValueError:
+        except (ValueError, RatchetError):
+            # unreadable or not openable here: the span starts a trace of its own (dispatch
+            # reports the payload's problem itself)
             parent = None
         if not isinstance(parent, str):
             return None
@@ -132,13 +146,13 @@ class OpenTelemetryTracing(Tracing):
         return traced
 
 
-def tracing_from_config(settings: RatchetConfig) -> Tracing:
+def tracing_from_config(settings: RatchetConfig, codec: PayloadCodec | None = None) -> Tracing:
     """The tracing selected by ``tracing.enabled``; ``ConfigurationError`` when it is on and
-    OpenTelemetry is not installed."""
+    OpenTelemetry is not installed. ``codec``: opens encrypted payloads (a worker's)."""
     if not settings.get(TRACING_ENABLED):
         return Tracing()
     try:
-        return OpenTelemetryTracing()
+        return OpenTelemetryTracing(codec=codec)
     except ImportError as exc:
         raise ConfigurationError(
             "tracing.enabled",

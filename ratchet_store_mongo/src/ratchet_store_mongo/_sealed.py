@@ -14,7 +14,7 @@ from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
 from ratchet_store_mongo._base import MongoBase
 from ratchet_store_mongo.errors import translated
 
-_JOB_COLUMNS = ("payload", "result", "last_error")
+_JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
 
 
 class MongoSealedValueMixin(MongoBase):
@@ -23,14 +23,26 @@ class MongoSealedValueMixin(MongoBase):
         if limit < 1:
             raise StoreDataError("limit", f"must be at least 1, got {limit}")
         query: dict[str, Any] = {} if after is None else {"_id": {"$gt": after}}
-        projection = {"payload": 1, "result": 1, "last_error": 1, "state": 1}
+        projection = {column: 1 for column in (*_JOB_COLUMNS, "state")}
         cursor = (
             self._jobs.find(query, projection, session=self._session)
             .sort("_id", ASCENDING)
             .limit(limit)
         )
         values: list[StoredValue] = []
-        for doc in cursor:
+        docs = list(cursor)
+        conditions = {
+            c["child_job_id"]: c["expression"]
+            for c in self._col("conditions").find(
+                {
+                    "child_job_id": {"$in": [d["_id"] for d in docs]},
+                    "expression": {"$type": "string"},
+                },
+                {"child_job_id": 1, "expression": 1},
+                session=self._session,
+            )
+        }
+        for doc in docs:
             job_id = doc["_id"]
             for column in _JOB_COLUMNS:
                 text = doc.get(column)
@@ -43,24 +55,48 @@ class MongoSealedValueMixin(MongoBase):
                         job_id=job_id, column="state", namespace=entry["ns"], text=entry["json"]
                     )
                 )
+            if job_id in conditions:
+                values.append(
+                    StoredValue(job_id=job_id, column="condition", text=conditions[job_id])
+                )
         return values
 
     @translated("replace_values")
     def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
-        operations = [_replacement(value, new_text) for value, new_text in changes]
+        for value, _ in changes:
+            _check_column(value)
+        conditions = [(v, t) for v, t in changes if v.column == "condition"]
+        operations = [_replacement(v, t) for v, t in changes if v.column != "condition"]
+        written = 0
+        if conditions:
+            result = self._col("conditions").bulk_write(
+                [
+                    UpdateOne(
+                        {"child_job_id": value.job_id, "expression": value.text},
+                        {"$set": {"expression": new_text}},
+                    )
+                    for value, new_text in conditions
+                ],
+                ordered=True,
+                session=self._session,
+            )
+            written += int(result.matched_count)
         if not operations:
-            return 0
+            return written
         # One ordered bulk write per call: each update is atomic on its document, and a value
         # that changed meanwhile simply matches nothing (the compare and set).
         result = self._jobs.bulk_write(operations, ordered=True, session=self._session)
-        return int(result.matched_count)
+        return written + int(result.matched_count)
 
 
-def _replacement(value: StoredValue, new_text: str) -> UpdateOne:
+def _check_column(value: StoredValue) -> None:
     if value.column not in STORED_VALUE_COLUMNS:
         raise StoreDataError(
             "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
         )
+
+
+def _replacement(value: StoredValue, new_text: str) -> UpdateOne:
     if value.column == "state":
         return UpdateOne(
             {

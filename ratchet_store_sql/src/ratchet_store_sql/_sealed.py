@@ -15,14 +15,17 @@ from ratchet_store_sql._base import SqlBase
 
 J = s.jobs
 ST = s.job_state
-_JOB_COLUMNS = ("payload", "result", "last_error")
+WC = s.workflow_conditions
+_JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
 
 
 class SealedValueOperations(SqlBase):
     def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
         if limit < 1:
             raise StoreDataError("limit", f"must be at least 1, got {limit}")
-        query = sa.select(J.c.id, J.c.payload, J.c.result, J.c.last_error).order_by(J.c.id)
+        query = sa.select(
+            J.c.id, J.c.payload, J.c.result, J.c.last_error, J.c.signal_payload
+        ).order_by(J.c.id)
         if after is not None:
             query = query.where(J.c.id > after)
         values: list[StoredValue] = []
@@ -38,6 +41,13 @@ class SealedValueOperations(SqlBase):
                 .order_by(ST.c.job_id, ST.c.namespace)
             ):
                 states.setdefault(job_id, []).append((namespace, text))
+            conditions = dict(
+                conn.execute(
+                    sa.select(WC.c.child_job_id, WC.c.expression).where(
+                        WC.c.child_job_id.in_(ids), WC.c.expression.is_not(None)
+                    )
+                ).all()
+            )
         for row in rows:
             job_id = row[0]
             for column, text in zip(_JOB_COLUMNS, row[1:], strict=True):
@@ -46,6 +56,10 @@ class SealedValueOperations(SqlBase):
             for namespace, text in states.get(job_id, ()):
                 values.append(
                     StoredValue(job_id=job_id, column="state", namespace=namespace, text=text)
+                )
+            if job_id in conditions:
+                values.append(
+                    StoredValue(job_id=job_id, column="condition", text=conditions[job_id])
                 )
         return values
 
@@ -74,6 +88,12 @@ def _replacement(value: StoredValue, new_text: str) -> sa.Update:
                 ST.c.json == value.text,
             )
             .values(json=new_text)
+        )
+    if value.column == "condition":
+        return (
+            sa.update(WC)
+            .where(WC.c.child_job_id == value.job_id, WC.c.expression == value.text)
+            .values(expression=new_text)
         )
     column = J.c[value.column]
     return (

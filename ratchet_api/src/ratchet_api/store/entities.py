@@ -357,8 +357,10 @@ def as_timedelta(value: timedelta | float) -> timedelta:
     return value if isinstance(value, timedelta) else timedelta(seconds=value)
 
 
-STORED_VALUE_COLUMNS = ("payload", "result", "last_error", "state")
-"""The stored values of a job that payload encryption may seal (``StoredValue.column``)."""
+STORED_VALUE_COLUMNS = ("payload", "result", "last_error", "signal_payload", "state", "condition")
+"""The stored values of a job that payload encryption may seal (``StoredValue.column``):
+its columns, its state per namespace, and ``condition``: the expression of the workflow
+condition that releases it (the condition row whose ``child_job_id`` is the job)."""
 
 
 @attrs.frozen(kw_only=True)

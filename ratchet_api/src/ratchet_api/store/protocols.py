@@ -764,11 +764,12 @@ class SealedValueStore(Protocol):
     the store never interprets them."""
 
     def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
-        """The non-null ``payload``, ``result`` and ``last_error`` of the first ``limit`` live
-        jobs (not archived) whose id is greater than ``after`` (all jobs when None), in
-        ascending id order, followed per job by its state in every namespace. A job's values
-        are never split across pages; the last job id of a page is the next ``after``.
-        SUPPORTS."""
+        """The non-null ``payload``, ``result``, ``last_error`` and ``signal_payload`` of the
+        first ``limit`` live jobs (not archived) whose id is greater than ``after`` (all jobs
+        when None), in ascending id order, followed per job by its state in every namespace and
+        by the non-null ``expression`` of the workflow condition whose ``child_job_id`` is the
+        job (column ``condition``). A job's values are never split across pages; the last job
+        id of a page is the next ``after``. SUPPORTS."""
         ...
 
     def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:

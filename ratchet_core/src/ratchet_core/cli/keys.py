@@ -16,7 +16,7 @@ from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.encryption import KEY_BYTES, KEY_ID_PATTERN
 from ratchet_core.keys import LocalKeyWrapper
-from ratchet_core.rotation import SURFACES, RotationReport, key_status, rotate
+from ratchet_core.rotation import RECURRING, SURFACES, RotationReport, key_status, rotate
 
 
 @click.group("keys")
@@ -85,7 +85,7 @@ def rotate_keys(
     batch_size: int, after: str | None, max_batches: int | None, store_url: str | None
 ) -> None:
     """Re-encrypt every stored value not under the current key (payloads, results, errors,
-    state), in batches, by compare and set: safe while workers run, and resumable (--after the
+    signal payloads, state, workflow conditions, recurring templates), in batches, by compare and set: safe while workers run, and resumable (--after the
     last job id printed, or simply run again)."""
     codec, store = _codec(store_url)
     start = parse_job_id(after) if after else None
@@ -109,15 +109,19 @@ def rotate_keys(
         f"rotated to key {report.current_key_id}: {report.scanned} values scanned, "
         f"{report.rewritten} re-encrypted, {report.already_current} already current, "
         f"{report.plaintext} plaintext, {report.changed_meanwhile} changed meanwhile, "
-        f"{len(report.failures)} failed"
+        f"{len(report.failures)} failed; {report.templates_rewritten} recurring templates "
+        f"re-encrypted"
     )
     if report.last_job_id is not None:
         click.echo(f"last job id: {report.last_job_id}")
     for job_id, column, error in report.failures[:20]:
         click.echo(f"  failed: job {job_id} {column}: {error}", err=True)
-    if report.failures:
+    for name, error in report.template_failures[:20]:
+        click.echo(f"  failed: recurring template {name!r}: {error}", err=True)
+    failed = len(report.failures) + len(report.template_failures)
+    if failed:
         raise click.ClickException(
-            f"{len(report.failures)} values could not be re-encrypted (listed above); they keep "
+            f"{failed} values could not be re-encrypted (listed above); they keep "
             "their old key, which must stay configured"
         )
 
@@ -147,14 +151,15 @@ def keys_status(as_json: bool, store_url: str | None) -> None:
         return
     table = Table(title=f"stored values per key (current: {current or 'none'})")
     table.add_column("key id")
-    for column in SURFACES:
+    columns = [*SURFACES, RECURRING]
+    for column in columns:
         table.add_column(column, justify="right")
     table.add_column("total", justify="right")
     for key_id, per_column in sorted(counts.items()):
         name = f"{key_id} (current)" if key_id == current else key_id
         table.add_row(
             name,
-            *(str(per_column.get(c, 0)) for c in SURFACES),
+            *(str(per_column.get(c, 0)) for c in columns),
             str(sum(per_column.values())),
         )
     console().print(table)

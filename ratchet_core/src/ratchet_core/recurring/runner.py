@@ -60,7 +60,13 @@ def start_recurring(
         declare_all(service, config)
     if not settings.enabled:
         return None
-    return RecurringSweeper(store, settings, on_fired=on_fired, metrics=metrics_hook(metrics))
+    return RecurringSweeper(
+        store,
+        settings,
+        on_fired=on_fired,
+        metrics=metrics_hook(metrics),
+        pipeline=getattr(scheduler, "pipeline", None),  # fired jobs sealed as every job is
+    )
 
 
 __all__ = ["import_modules", "metrics_hook", "start_recurring"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import attrs
@@ -28,7 +28,7 @@ from ratchet_api.model import BackoffPolicy, JobPriority
 from ratchet_api.spi.payload import JobInvocationResolver
 from ratchet_api.store.entities import MisfirePolicy, RecurringJobEntity
 from ratchet_api.store.protocols import JobStore, RecurringJobStore
-from ratchet_core.builder import (
+from ratchet_core.options import (
     check_backoff,
     check_key,
     check_max_retries,
@@ -38,6 +38,9 @@ from ratchet_core.builder import (
 from ratchet_core.payload import encode_backoff, encode_invocation
 from ratchet_core.recurring.schedule import Schedule, interval_expression, parse_schedule
 from ratchet_core.recurring.template import MAX_ID_LENGTH, JobTemplate, decode_template, job_for
+
+if TYPE_CHECKING:
+    from ratchet_core.pipeline import Submitter
 
 _ID = re.compile(r"^[A-Za-z0-9_.:/\-]+$")
 
@@ -153,11 +156,14 @@ class RecurringService:
         resolver: JobInvocationResolver,
         default_max_retries: int,
         wake: Callable[[int, str | None], None] | None = None,
+        pipeline: Submitter | None = None,
     ) -> None:
         self._store = store
         self._resolver = resolver
         self._default_max_retries = default_max_retries
         self._wake = wake
+        # seals templates and the jobs they fire (without it: plaintext, as before encryption)
+        self._pipeline = pipeline
 
     def _rec(self, feature: str) -> RecurringJobStore:
         rec = self._store.capability(RecurringJobStore)
@@ -185,8 +191,12 @@ class RecurringService:
         expression = schedule_expression(cron, every)
         schedule = parse_schedule(expression, opts.tz)
         invocation = self._resolver.resolve(fn, list(args), dict(kwargs or {}))
+        if self._pipeline is not None:
+            stored_invocation = self._pipeline.seal_template(invocation, recurring_id)
+        else:
+            stored_invocation = encode_invocation(invocation)
         template = JobTemplate(
-            invocation=encode_invocation(invocation),
+            invocation=stored_invocation,
             tags=opts.tags,
             backoff=encode_backoff(opts.backoff),
             execution_target=opts.execution_target,
@@ -250,6 +260,7 @@ class RecurringService:
             )
             stored = attrs.evolve(
                 definition,
+                payload=self._same_template(existing, definition),
                 next_fire_at=(existing.next_fire_at if same_schedule else schedule.next_after(now)),
                 last_fired_at=existing.last_fired_at,
                 enabled=existing.enabled,
@@ -258,6 +269,27 @@ class RecurringService:
             if stored == existing:
                 return existing
         return rec.save_recurring(stored)
+
+    def _same_template(self, existing: RecurringJobEntity, declared: RecurringJobEntity) -> str:
+        """The existing stored template when it holds what ``declared`` holds (a sealed one
+        differs in its random nonce at every declaration: comparing the opened texts keeps a
+        worker's start from rewriting every unchanged definition), else the declared one."""
+        if self._pipeline is None or existing.payload == declared.payload:
+            return declared.payload
+        codec = self._pipeline.codec
+        try:
+            old, new = decode_template(existing), decode_template(declared)
+            same = (
+                attrs.evolve(old, invocation="") == attrs.evolve(new, invocation="")
+                and (
+                    codec.open_template(old.invocation, existing.name)
+                    == codec.open_template(new.invocation, declared.name)
+                )
+                and codec.is_sealed(old.invocation) == codec.is_sealed(new.invocation)
+            )
+        except Exception:  # noqa: BLE001 - unreadable: the declaration replaces it
+            same = False
+        return existing.payload if same else declared.payload
 
     # ------------------------------------------------------------ managing
 
@@ -309,6 +341,8 @@ class RecurringService:
         definition = self.require(recurring_id)
         template = decode_template(definition)
         job = job_for(definition, template, slot=None, now=self._store.server_now())
+        if self._pipeline is not None:
+            job = self._pipeline.seal_fired(job, template.invocation, definition.name)
         stored = self._store.insert_job(job)
         if self._wake is not None:
             self._wake(job.priority, job.execution_target)

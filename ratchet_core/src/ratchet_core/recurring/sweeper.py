@@ -26,6 +26,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -42,6 +43,9 @@ from ratchet_api.store.protocols import JobQueryStore, JobStore, RecurringJobSto
 from ratchet_core.recurring.schedule import IntervalSchedule, Schedule, parse_schedule
 from ratchet_core.recurring.settings import RecurringSettings
 from ratchet_core.recurring.template import decode_template, job_for, run_tag
+
+if TYPE_CHECKING:
+    from ratchet_core.pipeline import Submitter
 
 _log = logging.getLogger("ratchet.recurring")
 _COUNT_CAP = 10_000
@@ -145,6 +149,7 @@ class RecurringSweeper:
         on_fired: Callable[[], None] | None = None,
         metrics: MetricsHook | None = None,
         clock: Callable[[], datetime] | None = None,
+        pipeline: Submitter | None = None,
     ) -> None:
         recurring = store.capability(RecurringJobStore)
         if recurring is None:
@@ -156,6 +161,8 @@ class RecurringSweeper:
         self._on_fired = on_fired
         self._metrics = metrics
         self._clock = clock or store.server_now
+        # fired jobs are sealed as every job is (``seal_fired``); None: as the template says
+        self._pipeline = pipeline
         self._schedules: dict[tuple[str, str], Schedule] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -277,6 +284,9 @@ class RecurringSweeper:
             busy = len(slots) - min(free, len(slots))
             slots = slots[:free]
         jobs = [job_for(definition, template, slot=s, now=now) for s in slots]
+        if self._pipeline is not None:
+            seal = self._pipeline.seal_fired
+            jobs = [seal(job, template.invocation, definition.name) for job in jobs]
         return _Round(definition, p, slots, busy, jobs)
 
     def _write(self, jobs: list[JobEntity]) -> int:

@@ -144,6 +144,7 @@ class Worker:
         self._class_policy = class_policy
         self._serializer = serializer
         self._sanitizer = error_sanitizer
+        self._codec = codec  # opens sealed results, errors and conditions when settling
         self._metrics = p.metrics
         self._cluster = cluster
         self._startup = startup

@@ -266,7 +266,7 @@ class JobExecutor:
                 claim_seq=entity.claim_seq,
                 extension_store=self._codec.state_store(entity, self._extension),
                 serializer=self._serializer,
-                signal_payload=entity.signal_payload,
+                signal_payload=self._codec.open_signal_payload(entity),  # opened when sealed
             )
         invocation = job.invocation
         assert invocation is not None

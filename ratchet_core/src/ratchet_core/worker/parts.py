@@ -162,7 +162,7 @@ class Parts:
             node_id=self.node_id,
             codec=codec,
             authorization=effective_policy(authorization),
-            tracing=tracing_from_config(config),
+            tracing=tracing_from_config(config, codec),  # opens sealed trace contexts
         )
         admission = Admission(
             flow=self.flow,

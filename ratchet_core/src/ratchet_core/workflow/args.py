@@ -3,8 +3,8 @@
 Parameters annotated ``ParentResult[T]``, ``ParentError`` or ``SignalPayload[T]`` were stored as
 placeholders at enqueue (see :mod:`ratchet_core.invocation`). Right before dispatch this
 resolver replaces each placeholder with the stored JSON it stands for: the parent's result, the
-parent's sanitized error, the job's signal payload. The worker then restores the value from the
-parameter's type as for any argument. An invocation without placeholders costs nothing (no store
+parent's sanitized error, the job's signal payload (each opened when it is stored sealed). The
+worker then restores the value from the parameter's type as for any argument. An invocation without placeholders costs nothing (no store
 read). To add your own late binding, extend this class and call ``super().resolve_arguments``.
 """
 
@@ -21,6 +21,7 @@ from ratchet_api.model import JobInvocation
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import ArchiveStore, JobStore
 from ratchet_api.workflow import PARENT_ERROR, PARENT_RESULT, SIGNAL_PAYLOAD
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.invocation import PLACEHOLDER_KEY
 
 
@@ -44,9 +45,11 @@ def _json(text: str | None) -> Any:
 class WorkflowArgResolver:
     """Fills late-bound workflow arguments from the store. Thread safe."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, codec: PayloadCodec | None = None) -> None:
         self._store = store
         self._archive = store.capability(ArchiveStore)
+        # opens what an encrypted job stores sealed: its signal payload, its parent's outcome
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
 
     def resolve_arguments(self, job_id: UUID, invocation: JobInvocation) -> JobInvocation | None:
         late = {k: kind for k, v in invocation.kwargs.items() if (kind := _kind(v)) is not None}
@@ -59,16 +62,18 @@ class WorkflowArgResolver:
         kwargs = dict(invocation.kwargs)
         for name, kind in late.items():
             if kind == SIGNAL_PAYLOAD.kind:
-                kwargs[name] = _json(job.signal_payload)
+                kwargs[name] = _json(self._codec.open_signal_payload(job))
                 continue
             if kind not in (PARENT_RESULT.kind, PARENT_ERROR.kind):
                 raise PayloadError(f"job {job_id}: unknown placeholder {kind!r} for {name!r}")
             if parent is None:
                 parent = self._parent(job, name)
             if kind == PARENT_RESULT.kind:
-                kwargs[name] = _json(parent.result)
+                kwargs[name] = _json(self._codec.open_result(parent))
+            elif parent.status.value == "SUCCEEDED":
+                kwargs[name] = None
             else:
-                kwargs[name] = None if parent.status.value == "SUCCEEDED" else parent.last_error
+                kwargs[name] = self._codec.open_error(parent)
         return attrs.evolve(invocation, kwargs=kwargs)
 
     def _parent(self, job: JobEntity, name: str) -> JobEntity:

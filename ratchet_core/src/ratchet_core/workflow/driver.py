@@ -155,6 +155,7 @@ class WorkflowDriver:
 def create_driver(worker: Any, wake: Callable[[], None]) -> WorkflowDriver:
     """The driver of a worker, built from the worker's own collaborators, started."""
     w = worker
+    codec = getattr(w, "_codec", None)  # opens the results, errors and conditions it reads
     settler = WorkflowSettler(
         w._store,
         resolver=w._resolver,
@@ -162,8 +163,9 @@ def create_driver(worker: Any, wake: Callable[[], None]) -> WorkflowDriver:
         serializer=w._serializer,
         sanitizer=w._sanitizer,
         metrics=w._metrics,
+        codec=codec,
     )
-    signals = SignalService(w._store, w._serializer, w._metrics)
+    signals = SignalService(w._store, w._serializer, w._metrics, codec)
     driver = WorkflowDriver(w._store, settler, signals, w._metrics, wake)
     driver.start()
     return driver

@@ -17,32 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import attrs
 
-from ratchet_api.errors import ClassNotAllowedError, InvalidJobError, UnsupportedCapabilityError
+from ratchet_api.errors import InvalidJobError, UnsupportedCapabilityError
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobInvocation, JobStatus, JobType, utc_now
 from ratchet_api.store.entities import ConditionKind, JobEntity, WorkflowConditionEntity
 from ratchet_api.store.protocols import SignalStore, WorkflowConditionStore
-from ratchet_api.workflow import (
-    PARENT_ERROR,
-    PARENT_RESULT,
-    Condition,
-    ConditionTest,
-    SignalTimeout,
-    Step,
-)
-from ratchet_core.invocation import PLACEHOLDER_KEY
-from ratchet_core.serialization import value_classes
+from ratchet_api.workflow import Condition, ConditionTest, SignalTimeout, Step
+from ratchet_core.options import JobOptions, check_delay, check_key
+from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
 from ratchet_core.workflow.meta import BranchTest, WorkflowMeta, encode_branch, encode_meta
-from ratchet_core.workflow.settle import load_function
-
-if TYPE_CHECKING:
-    from ratchet_core.builder import JobOptions
-    from ratchet_core.scheduler import SchedulerService
 
 Target = Callable[..., Any] | Step | JobInvocation
 
@@ -67,8 +55,8 @@ class _Node:
 class WorkflowPlan:
     """Steps declared on one builder (see the module docstring). Not thread safe."""
 
-    def __init__(self, scheduler: SchedulerService) -> None:
-        self._scheduler = scheduler
+    def __init__(self, submitter: Submitter) -> None:
+        self._submitter = submitter
         self._nodes: list[_Node] = [_Node(invocation=None, job_type=JobType.STANDARD)]
         self._current = 0
         self._closed_by_branch = False
@@ -123,8 +111,6 @@ class WorkflowPlan:
     def await_signal(
         self, key: str, timeout: float | timedelta | None, on_timeout: SignalTimeout | str
     ) -> None:
-        from ratchet_core.builder import check_delay, check_key
-
         self._open("await_signal")
         node = self._nodes[self._current]
         if node.signal_key is not None:
@@ -153,21 +139,21 @@ class WorkflowPlan:
     def _invocation(
         self, option: str, target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> JobInvocation:
-        s = self._scheduler
+        s = self._submitter
         if isinstance(target, JobInvocation):
             if args or kwargs:
                 raise _bad(option, "a prepared JobInvocation carries its own arguments")
-            return s._check_invocation(target)
+            return s.check_invocation(target)
         if isinstance(target, Step):
             if args or kwargs:
                 raise _bad(option, "a Step carries its own arguments")
-            return s._resolver.resolve(target.function, list(target.args), dict(target.kwargs))
+            return s.resolve(target.function, target.args, dict(target.kwargs))
         if not callable(target):
             raise _bad(option, f"expected a function, a Step or a JobInvocation, got {target!r}")
-        return s._resolver.resolve(target, list(args), dict(kwargs))
+        return s.resolve(target, args, kwargs)
 
     def _test(self, condition: Condition) -> BranchTest:
-        s = self._scheduler
+        s = self._submitter
         if condition.test is ConditionTest.EQUALS:
             return BranchTest(test=condition.test, value=self._json("equals", condition.value))
         if condition.test is ConditionTest.ONE_OF:
@@ -179,24 +165,22 @@ class WorkflowPlan:
         assert condition.function is not None
         return BranchTest(
             test=ConditionTest.INVOCATION,
-            invocation=predicate_invocation(s, condition.function, condition.args),
+            invocation=s.check_predicate(condition.function, condition.args),
         )
 
     def _json(self, option: str, value: Any) -> Any:
-        s = self._scheduler
-        for name in value_classes(value):
-            if not s._policy.is_allowed(name):
-                raise ClassNotAllowedError(name, f"value of branch condition {option}")
-        return s._serializer.to_json_value(value)
+        return self._submitter.condition_value(option, value)
 
     # ------------------------------------------------------------ writing
 
     def enqueue(self, root: JobInvocation, options: JobOptions) -> list[UUID]:
         """Write the workflow; the ids of its jobs, root first (the existing root's id alone
-        when its idempotency key was used before)."""
-        s = self._scheduler
+        when its idempotency key was used before). Every node is built by the enqueue
+        pipeline under its final id (its payload sealed under it), and each branch condition
+        is sealed under its child's id when the child is encrypted."""
+        s = self._submitter
         refuse_parent_placeholders(root)
-        store = s._store_for(options.transaction)
+        store = s.store_for(options.transaction)
         conditions = store.capability(WorkflowConditionStore)
         if len(self._nodes) > 1 and conditions is None:
             raise UnsupportedCapabilityError("WorkflowConditionStore", "workflow steps")
@@ -206,139 +190,90 @@ class WorkflowPlan:
             existing = store.find_by_idempotency_key(options.idempotency_key)
             if existing is not None:
                 return [existing.id]
+        with s.enqueue_span(root.target, len(self._nodes)):
+            jobs, rows = self._entities(root, options)
+            if rows:
+                assert conditions is not None
+                conditions.save_conditions(rows)  # first: a child never exists without it
+            if len(jobs) == 1:
+                stored = store.insert_job(jobs[0])
+                if stored.id != jobs[0].id:
+                    return [stored.id]
+            else:
+                store.bulk_insert(jobs)
+        root_job = jobs[0]
+        if root_job.status is JobStatus.AWAITING_SIGNAL:
+            s.signal_waiting(root_job)
+        elif root_job.status is JobStatus.PENDING:
+            s.after_write(options, root_job)
+        return [job.id for job in jobs]
+
+    def _entities(
+        self, root: JobInvocation, options: JobOptions
+    ) -> tuple[list[JobEntity], list[WorkflowConditionEntity]]:
+        s = self._submitter
         now = utc_now()
         parents = {n.parent for n in self._nodes if n.parent is not None}
-        base = s._entity(root, options, now)
+        child_options = attrs.evolve(options, idempotency_key=None)
         jobs: list[JobEntity] = []
         rows: list[WorkflowConditionEntity] = []
         for index, node in enumerate(self._nodes):
-            meta = WorkflowMeta(
-                dependents=index in parents,
-                signal_timeout=node.signal_timeout,
-                on_timeout=node.on_timeout,
+            meta = encode_meta(
+                WorkflowMeta(
+                    dependents=index in parents,
+                    signal_timeout=node.signal_timeout,
+                    on_timeout=node.on_timeout,
+                )
             )
             if node.parent is None:
-                status = JobStatus.AWAITING_SIGNAL if node.signal_key else base.status
                 deadline = None
                 if node.signal_key and node.signal_timeout is not None:
                     deadline = now + node.signal_timeout
-                jobs.append(
-                    attrs.evolve(
-                        base,
-                        id=node.id,
-                        status=status,
-                        signal_key=node.signal_key,
-                        signal_deadline=deadline,
-                        workflow=encode_meta(meta),
-                    )
-                )
+                extra: dict[str, Any] = {"signal_key": node.signal_key, "workflow": meta}
+                if node.signal_key:
+                    extra.update(status=JobStatus.AWAITING_SIGNAL, signal_deadline=deadline)
+                jobs.append(s.entity(root, options, now, job_id=node.id, **extra))
                 continue
             assert node.invocation is not None
             parent = self._nodes[node.parent]
-            child = s._entity(node.invocation, attrs.evolve(options, idempotency_key=None), now)
-            jobs.append(
-                attrs.evolve(
-                    child,
-                    id=node.id,
-                    status=JobStatus.WAITING,
-                    job_type=node.job_type,
-                    parent_id=parent.id,
-                    scheduled_at=now,
-                    signal_key=node.signal_key,
-                    workflow=encode_meta(meta),
-                )
+            child = s.entity(
+                node.invocation,
+                child_options,
+                now,
+                job_id=node.id,
+                status=JobStatus.WAITING,
+                job_type=node.job_type,
+                parent_id=parent.id,
+                scheduled_at=now,
+                signal_key=node.signal_key,
+                workflow=meta,
             )
+            jobs.append(child)
+            expression = node.expression
+            if expression is not None:
+                expression = s.seal_condition(expression, child)
             rows.append(
                 WorkflowConditionEntity(
                     parent_job_id=parent.id,
                     child_job_id=node.id,
                     kind=node.kind,
-                    expression=node.expression,
+                    expression=expression,
                     position=index,
                 )
             )
-        if rows:
-            assert conditions is not None
-            conditions.save_conditions(rows)  # first: a child never exists without its condition
-        if len(jobs) == 1:
-            stored = store.insert_job(jobs[0])
-            if stored.id != jobs[0].id:
-                return [stored.id]
-        else:
-            store.bulk_insert(jobs)
-        root_job = jobs[0]
-        if root_job.status is JobStatus.AWAITING_SIGNAL and root_job.signal_key is not None:
-            s._metrics.signal_waiting(root_job.id, root_job.job_type, root_job.signal_key)
-        elif root_job.status is JobStatus.PENDING:
-            s._after_write(options, root_job)
-        return [job.id for job in jobs]
-
-
-def refuse_parent_placeholders(invocation: JobInvocation) -> None:
-    """``InvalidJobError`` when a job without a parent asks for its parent's outcome."""
-    for name, value in invocation.kwargs.items():
-        kind = value.get(PLACEHOLDER_KEY) if type(value) is dict else None
-        if kind in (PARENT_RESULT.kind, PARENT_ERROR.kind):
-            raise InvalidJobError(
-                f"cannot enqueue {invocation.target}: parameter {name!r} asks for a parent's "
-                "outcome, but this job has no parent (it is not a step after `then`, a branch "
-                "side or a callback)"
-            )
+        return jobs, rows
 
 
 def predicate_invocation(
-    scheduler: SchedulerService, function: Callable[..., bool], args: tuple[Any, ...]
+    submitter: Submitter, function: Callable[..., bool], args: tuple[Any, ...]
 ) -> JobInvocation:
-    """A stored form of ``predicate(function, *args)``: checked as a job target is (importable,
-    public, allowed by the ``ClassPolicy``), and static (a module-level function or a static
-    method: no container instance)."""
-    s = scheduler
-    describe = getattr(s._resolver, "describe", None)
-    if describe is None:
-        raise InvalidJobError(
-            f"{type(s._resolver).__name__} cannot check branch predicates (it needs describe())"
-        )
-    info = describe(function)
-    if not info.static:
-        raise InvalidJobError(
-            f"branch predicate {info.target} must be a module-level function or static method"
-        )
-    if not s._policy.is_allowed(info.dotted):
-        raise ClassNotAllowedError(info.dotted, "branch predicate")
-    converted = []
-    for value in args:
-        for name in value_classes(value):
-            if not s._policy.is_allowed(name):
-                raise ClassNotAllowedError(name, f"argument of branch predicate {info.target}")
-        converted.append(s._serializer.to_json_value(value))
-    if len(args) >= len(info.parameters):
-        raise InvalidJobError(
-            f"branch predicate {info.target}{info.signature} takes the parent's JobResult as "
-            f"its last argument: {len(args)} arguments leave no room for it"
-        )
-    return JobInvocation(
-        module=info.module,
-        qualname=info.qualname,
-        static=True,
-        signature=info.signature,
-        args=tuple(converted),
-    )
+    """A stored form of ``predicate(function, *args)`` (``Submitter.check_predicate``)."""
+    return submitter.check_predicate(function, args)
 
 
-def check_condition_invocation(scheduler: SchedulerService, invocation: JobInvocation) -> None:
+def check_condition_invocation(submitter: Submitter, invocation: JobInvocation) -> None:
     """``invocation_condition``: the invocation must name an importable, allowed predicate."""
-    if not isinstance(invocation, JobInvocation):
-        raise InvalidJobError(f"expected a JobInvocation, got {type(invocation).__name__}")
-    named = f"{invocation.module}.{invocation.qualname}"
-    if not scheduler._policy.is_allowed(named):  # judged before importing anything
-        raise ClassNotAllowedError(named, "branch predicate")
-    try:
-        function = load_function(invocation)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidJobError(
-            f"branch predicate {invocation.target} cannot be imported: {exc}"
-        ) from exc
-    predicate_invocation(scheduler, function, tuple(invocation.args))
+    submitter.check_condition(invocation)
 
 
 __all__ = [

@@ -10,6 +10,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.spi import ClassPolicy, MetricsCollector, PayloadSerializer
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.workflow.meta import has_dependents
 from ratchet_core.workflow.settle import WorkflowSettler
 from ratchet_core.workflow.signals import SignalService
@@ -25,8 +26,10 @@ class WorkflowServices:
         class_policy: ClassPolicy,
         serializer: PayloadSerializer,
         metrics: MetricsCollector,
+        *,
+        codec: PayloadCodec | None = None,
     ) -> None:
-        self.signals = SignalService(store, serializer, metrics)
+        self.signals = SignalService(store, serializer, metrics, codec)
         self.settler = WorkflowSettler(
             store,
             resolver=resolver,
@@ -34,6 +37,7 @@ class WorkflowServices:
             serializer=serializer,
             sanitizer=None,
             metrics=metrics,
+            codec=codec,
         )
         self._metrics = metrics
 

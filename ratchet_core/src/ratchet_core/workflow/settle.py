@@ -37,6 +37,7 @@ from ratchet_api.store.entities import (
 )
 from ratchet_api.store.protocols import ArchiveStore, JobStore, WorkflowConditionStore
 from ratchet_api.workflow import ConditionTest
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.workflow.meta import BranchTest, decode_branch, decode_meta, has_dependents
 
 _log = logging.getLogger("ratchet.workflow")
@@ -62,6 +63,7 @@ class WorkflowSettler:
         serializer: PayloadSerializer,
         sanitizer: ErrorSanitizer | None,
         metrics: MetricsCollector,
+        codec: PayloadCodec | None = None,
     ) -> None:
         self._store = store
         self._conditions = store.capability(WorkflowConditionStore)
@@ -71,6 +73,8 @@ class WorkflowSettler:
         self._serializer = serializer
         self._sanitizer = sanitizer
         self._metrics = metrics
+        # opens an encrypted parent's result and error and its children's sealed conditions
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
 
     def settle(self, parent_id: UUID, known: JobEntity | None = None) -> Settled:
         """Settle the WAITING children of ``parent_id`` if it is terminal (or gone), then the
@@ -171,6 +175,9 @@ class WorkflowSettler:
         if status is JobStatus.FAILED:
             if kind is ConditionKind.ON_FAILURE:
                 return None
+            if self._codec.is_encrypted(parent):
+                # its error is sealed: the child's plaintext reason must not repeat it
+                return f"parent job {parent_id} failed (its error is stored encrypted)"
             return f"parent job {parent_id} failed: {parent.last_error or 'no error recorded'}"
         # SUCCEEDED
         if kind is ConditionKind.ON_FAILURE:
@@ -180,6 +187,7 @@ class WorkflowSettler:
         assert condition is not None
         text = condition.expression or ""
         try:
+            text = self._codec.open_condition(text, condition.child_job_id)
             branch = decode_branch(text, parent_id)
         except Exception as exc:  # noqa: BLE001 - an unreadable condition cancels its child
             return f"branch condition unreadable: {exc}"
@@ -202,9 +210,13 @@ class WorkflowSettler:
     def _evaluate(self, branch: BranchTest, parent: JobEntity) -> bool | str:
         """The test's answer, or the reason it could not be answered."""
         try:
-            value = json.loads(parent.result) if parent.result else None
+            stored = self._codec.open_result(parent)
+        except Exception as exc:  # noqa: BLE001 - an unreadable result cancels both sides
+            return f"the result of parent job {parent.id} cannot be read: {exc}"
+        try:
+            value = json.loads(stored) if stored else None
         except ValueError:
-            value = parent.result
+            value = stored
         if branch.test is ConditionTest.EQUALS:
             return bool(value == branch.value)
         if branch.test is ConditionTest.ONE_OF:

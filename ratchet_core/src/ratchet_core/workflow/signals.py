@@ -1,6 +1,9 @@
 """Signals: delivering a payload to a job that waits for it, and timing out those that wait
 too long.
 
+The payload of an encrypted job (its stored payload is an envelope) is sealed under
+``SIGNAL_PAYLOAD`` and the job's id before it is stored, and opened when the job runs.
+
 A job built with ``.await_signal(key, timeout=..., on_timeout=...)`` waits in AWAITING_SIGNAL
 (a workflow step starts waiting once its parent released it). ``SignalService.signal`` moves it
 to PENDING with the payload through the store's compare-and-set (``deliver_signal_by_id``): of
@@ -25,6 +28,7 @@ from ratchet_api.spi import MetricsCollector, PayloadSerializer, SignalOutcome
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore, SignalStore
 from ratchet_api.workflow import SignalDecision, SignalTimeout
+from ratchet_core.codec import PayloadCodec
 from ratchet_core.payload import dumps_compact
 from ratchet_core.workflow.meta import decode_meta
 
@@ -47,12 +51,18 @@ class SignalService:
     """Delivery and timeouts of signals. Thread safe."""
 
     def __init__(
-        self, store: JobStore, serializer: PayloadSerializer, metrics: MetricsCollector
+        self,
+        store: JobStore,
+        serializer: PayloadSerializer,
+        metrics: MetricsCollector,
+        codec: PayloadCodec | None = None,
     ) -> None:
         self._store = store
         self._signals = store.capability(SignalStore)
         self._serializer = serializer
         self._metrics = metrics
+        # an encrypted job's payload is sealed under SIGNAL_PAYLOAD and its id
+        self._codec = codec if codec is not None else PayloadCodec.disabled()
 
     def _require(self) -> SignalStore:
         if self._signals is None:
@@ -92,7 +102,9 @@ class SignalService:
         return SignalDecision(target=str(target), outcome=overall, jobs=outcomes)
 
     def _deliver(self, signals: SignalStore, job: JobEntity, text: str) -> SignalOutcome:
-        if job.status is JobStatus.AWAITING_SIGNAL and signals.deliver_signal_by_id(job.id, text):
+        if job.status is JobStatus.AWAITING_SIGNAL and signals.deliver_signal_by_id(
+            job.id, self._codec.seal_signal_payload(job, text)
+        ):
             return SignalOutcome.DELIVERED
         current = self._store.find_by_id(job.id) if job.status is JobStatus.AWAITING_SIGNAL else job
         return classify(current)

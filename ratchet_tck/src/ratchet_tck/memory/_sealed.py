@@ -12,7 +12,7 @@ from ratchet_api.model import VersionedState
 from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
 from ratchet_tck.memory._core import CoreMemoryStore
 
-_JOB_COLUMNS = ("payload", "result", "last_error")
+_JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
 
 
 class MemorySealedValueMixin(CoreMemoryStore):
@@ -35,6 +35,13 @@ class MemorySealedValueMixin(CoreMemoryStore):
                             job_id=job_id, column="state", namespace=namespace, text=state.json
                         )
                     )
+                for condition in s.conditions:
+                    if condition.child_job_id == job_id and condition.expression is not None:
+                        values.append(
+                            StoredValue(
+                                job_id=job_id, column="condition", text=condition.expression
+                            )
+                        )
         return values
 
     def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
@@ -55,6 +62,12 @@ class MemorySealedValueMixin(CoreMemoryStore):
                 return False
             states[value.namespace] = VersionedState(json=new_text, version=current.version)
             return True
+        if value.column == "condition":
+            for index, condition in enumerate(s.conditions):
+                if condition.child_job_id == value.job_id and condition.expression == value.text:
+                    s.conditions[index] = attrs.evolve(condition, expression=new_text)
+                    return True
+            return False
         job = s.jobs.get(value.job_id)
         if job is None or getattr(job, value.column) != value.text:
             return False
