@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -59,8 +60,15 @@ def make_scene(store_url: str) -> Scene:
         .enqueue()
     )
     scene = Scene(container, store, tag, ok_ids, dead_id, secret_id, key)
-    scene.run_worker()
-    return scene
+    # A loaded machine may see one run_until_idle end before every job ran: run until the
+    # scene's jobs are finished (a minute at most).
+    deadline = time.monotonic() + 60
+    while True:
+        scene.run_worker()
+        jobs = [store.find_by_id(i) for i in (*ok_ids, dead_id, secret_id)]
+        if all(j is not None and j.finished_at is not None for j in jobs):
+            return scene
+        assert time.monotonic() < deadline, "the scene's jobs did not finish within 60 s"
 
 
 @contextmanager

@@ -61,12 +61,16 @@ def failed_jobs(scene: Scene, count: int, tag: str) -> list[uuid.UUID]:
     """``count`` dead-lettered jobs written as the store keeps them (copies of one of the
     scene's finished jobs, FAILED, each with its own id and ``tag``)."""
     done = scene.store.find_by_id(scene.ok_ids[0])
-    assert done is not None and done.finished_at is not None
+    assert done is not None
+    now = scene.store.server_now()
     jobs = [
         attrs.evolve(
             done,
             id=uuid7(),
             status=JobStatus.FAILED,
+            owner=None,
+            started_at=now,
+            finished_at=now,
             result=None,
             last_error="ConnectionError: the bulk test's failure",
             tags=frozenset({tag}),
