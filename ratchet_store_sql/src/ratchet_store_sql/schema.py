@@ -83,8 +83,6 @@ sa.Index(
     sqlite_where=jobs.c.status == "PENDING",
 )
 sa.Index("ix_ratchet_jobs_owner_status", jobs.c.owner, jobs.c.status)
-sa.Index("ix_ratchet_jobs_status_heartbeat_at", jobs.c.status, jobs.c.heartbeat_at)
-sa.Index("ix_ratchet_jobs_status_finished_at", jobs.c.status, jobs.c.finished_at)
 # Optional columns (NULL for most jobs): partial where supported, so inserting or moving a job
 # that does not use them writes no entry into these indexes (migration 0002).
 for _name, _columns, _column in (
@@ -101,7 +99,20 @@ for _name, _columns, _column in (
     )
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)
-sa.Index("ix_ratchet_jobs_status_started_at", jobs.c.status, jobs.c.started_at)
+# Columns a run sets (NULL from enqueue until a worker runs the job): partial where supported,
+# so an enqueue writes no entry into these indexes (migration 0012).
+for _name, _column in (
+    ("ix_ratchet_jobs_status_heartbeat_at", "heartbeat_at"),
+    ("ix_ratchet_jobs_status_finished_at", "finished_at"),
+    ("ix_ratchet_jobs_status_started_at", "started_at"),
+):
+    sa.Index(
+        _name,
+        jobs.c.status,
+        jobs.c[_column],
+        postgresql_where=jobs.c[_column].is_not(None),
+        sqlite_where=jobs.c[_column].is_not(None),
+    )
 
 job_tags = sa.Table(
     "ratchet_job_tags",
