@@ -6,6 +6,7 @@ directory is announced; a file named like a standard-library module there does n
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -82,12 +83,19 @@ def test_unknown_keys_of_a_toml_file_are_refused_and_the_file_is_announced(
         f'[ratchet]\nstore.url = "sqlite:///{tmp_path / "r.db"}"\n'
         '"security.allowed_packages" = "myapp"\n'
     )
-    shown = ratchet(tmp_path, "config")
+    shown = ratchet(tmp_path, "config", "--json")
     assert shown.returncode == 0, shown.stderr
-    source = f"TOML file {tmp_path / 'ratchet.toml'}"
-    line = next(ln for ln in shown.stdout.splitlines() if "security.allowed_packages" in ln)
-    assert "myapp" in line and source in line
+    report = json.loads(shown.stdout)
+    row = next(r for r in report["keys"] if r["key"] == "security.allowed_packages")
+    assert row == {
+        "key": "security.allowed_packages",
+        "value": "myapp",
+        "source": f"TOML file {tmp_path / 'ratchet.toml'}",
+    }
+    assert report["files"] == [str(tmp_path / "ratchet.toml")]
     assert "found in the working directory" in shown.stderr  # it sets a security key: loudly
+    table = ratchet(tmp_path, "config")
+    assert table.returncode == 0 and "security.allowed_packages" in table.stdout
     typo = ratchet(tmp_path, "--set", "payload.masking=true", "config")
     assert typo.returncode == 1 and "security.mask_payloads" in typo.stderr
 
