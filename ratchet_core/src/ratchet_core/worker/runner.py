@@ -222,10 +222,13 @@ class JobRunner:
             record = None
             if outcome.cause is not None:  # a refusal at dispatch is no attempt
                 record = self._record(job, JobStatus.FAILED, job.elapsed_ms, message, outcome.trace)
+            # an encrypted job's error is sealed; a refusal at dispatch is not (its reason
+            # names no job data, and the job's key may be what was refused)
+            stored = message if outcome.cause is None else self._codec.seal_error(entity, message)
             return PendingWrite(
                 entity.id,
                 entity.claim_seq,
-                self._codec.seal_error(entity, message),  # encrypted jobs: sealed
+                stored,
                 run_at,
                 record=record,
                 token=job,
