@@ -162,11 +162,6 @@ class Outcome:
     defer_reason: DeferReason | None = None
     service: str | None = None
 
-    @property
-    def counts_attempt(self) -> bool:
-        """Whether this outcome uses up the attempt (a failure that is audited and retried)."""
-        return self.kind in (OutcomeKind.RETRY, OutcomeKind.DEAD_LETTER)
-
 
 Sanitize = Callable[[BaseException], str]
 Trace = Callable[[BaseException], str]

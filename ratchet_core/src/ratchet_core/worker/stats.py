@@ -40,7 +40,8 @@ class WorkerStats:
 
 
 class Counters:
-    """Thread-safe counters behind :class:`WorkerStats`."""
+    """Thread-safe counters behind :class:`WorkerStats` (``running`` is read from the table of
+    claimed jobs, not counted here)."""
 
     __slots__ = (
         "_lock",
@@ -51,7 +52,6 @@ class Counters:
         "recovered",
         "released",
         "retried",
-        "running",
         "stale",
         "succeeded",
     )
@@ -59,7 +59,6 @@ class Counters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.claimed = 0
-        self.running = 0
         self.succeeded = 0
         self.failed = 0
         self.retried = 0
@@ -77,7 +76,6 @@ class Counters:
         with self._lock:
             return WorkerStats(
                 claimed=self.claimed,
-                running=self.running,
                 succeeded=self.succeeded,
                 failed=self.failed,
                 retried=self.retried,
