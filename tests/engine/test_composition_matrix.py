@@ -212,3 +212,40 @@ def test_every_job_kind_reaches_its_outcome_and_keeps_its_secret(
         at = raw.find(marker)
         assert at < 0, f"the secret is stored in clear: ...{raw[max(0, at - 200) : at + 60]!r}"
     assert scheduler.recurring_jobs.delete(name)  # later cases rotate every definition
+
+
+def test_ratchet_enqueue_goes_through_the_pipeline_and_is_sealed(
+    sqlite_url: str, make_worker: Any
+) -> None:
+    """``ratchet enqueue`` (a subprocess of the installed script, as a user runs it) builds its
+    job with the builder, so with keys set its payload is sealed under the job's id and the
+    job runs; the secret argument is not in the database file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    key = f"cli-{uuid.uuid4().hex[:8]}:{new_key()}"
+    container = build_container(sqlite_url, **{"encryption.keys": key})
+    store = container.job_store()
+    migrate(store)
+    marker = "S3CR3T" + "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:20])
+    repo = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo),
+        "RATCHET_SECURITY_ALLOWED_PACKAGES": "tests.",
+        "RATCHET_ENCRYPTION_KEYS": key,
+    }
+    env.pop("RATCHET_STORE_URL", None)
+    script = Path(sys.executable).with_name("ratchet")
+    done = subprocess.run(
+        [str(script), "enqueue", "tests.engine.composition_targets:make", marker, "--url",
+         sqlite_url],
+        capture_output=True, text=True, cwd=repo, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = UUID(done.stdout.strip())
+    assert key_id_of(read_column(store, job_id, "payload")) == key.split(":", maxsplit=1)[0]
+    make_worker(container).run_until_idle(30)
+    assert container.scheduler().result(job_id).value == {"token": f"{marker}-result"}
+    assert marker not in dump(store)
