@@ -29,10 +29,6 @@ KNOWN: dict[frozenset[str], str] = {
         "create_cluster_coordinator picks the SQLite watch, which imports the cluster's "
         "base classes: the factory belongs in a module of its own"
     ),
-    frozenset({"ratchet_core.contrib.otel", "ratchet_core.metrics"}): (
-        "create_metrics_collector imports the OTel collector, which imports metrics' base: "
-        "the backend table belongs in a module of its own"
-    ),
     frozenset(
         {
             "ratchet_core.contrib.django",

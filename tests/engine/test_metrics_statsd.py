@@ -12,7 +12,8 @@ import pytest
 
 from ratchet_api.model import JobPriority, JobType
 from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.metrics import StatsdMetricsCollector, create_metrics_collector, metric_name
+from ratchet_core.metrics import StatsdMetricsCollector, metric_name
+from ratchet_core.metrics_backend import create_metrics_collector
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 

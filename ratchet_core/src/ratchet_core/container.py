@@ -126,7 +126,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.resilience.DefaultCircuitBreakerConfigProvider"), settings=settings
     )
     metrics_collector = providers.Singleton(
-        lazy("ratchet_core.metrics.create_metrics_collector"), settings=settings
+        lazy("ratchet_core.metrics_backend.create_metrics_collector"), settings=settings
     )
     resilience_strategy = providers.Singleton(
         lazy("ratchet_core.resilience.DefaultResilienceStrategy"),

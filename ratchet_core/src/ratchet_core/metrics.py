@@ -15,11 +15,8 @@ import logging
 import re
 from uuid import UUID
 
-from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import ExceptionFamily, JobPriority, JobType
 from ratchet_api.spi.runtime import (
-    MetricsCollector,
-    RatchetConfig,
     RatchetConfigKey,
     SignalOutcome,
 )
@@ -67,31 +64,6 @@ STATSD_PREFIX = register_key(
         "Prefix put before every metric name (empty: names start with 'ratchet.').",
     )
 )
-
-
-def create_metrics_collector(settings: RatchetConfig) -> MetricsCollector:
-    """The collector selected by ``metrics.backend`` (the container's ``metrics_collector``)."""
-    backend = settings.get(METRICS_BACKEND)
-    if backend == "statsd":
-        return StatsdMetricsCollector(
-            host=settings.get(STATSD_HOST),
-            port=settings.get(STATSD_PORT),
-            prefix=settings.get(STATSD_PREFIX) or None,
-        )
-    if backend == "otel":
-        try:
-            from ratchet_core.contrib.otel import OpenTelemetryMetricsCollector
-
-            return OpenTelemetryMetricsCollector()
-        except ImportError as exc:
-            raise ConfigurationError(
-                "metrics.backend",
-                f"otel needs the OpenTelemetry API: pip install 'ratchet-core[otel]' ({exc})",
-            ) from exc
-    from ratchet_core.defaults.metrics import NoOpMetricsCollector
-
-    collector: MetricsCollector = NoOpMetricsCollector()
-    return collector
 
 
 _UNSAFE = re.compile(r"[,=:|@#\s]")
@@ -306,6 +278,5 @@ __all__ = [
     "STATSD_PORT",
     "STATSD_PREFIX",
     "StatsdMetricsCollector",
-    "create_metrics_collector",
     "metric_name",
 ]
