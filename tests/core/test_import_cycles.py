@@ -25,10 +25,6 @@ KNOWN: dict[frozenset[str], str] = {
         "alternatives imports the container for its type and the container builds the "
         "registry: the registry's protocol belongs in alternatives alone"
     ),
-    frozenset({"ratchet_core.cluster", "ratchet_core.cluster_sqlite"}): (
-        "create_cluster_coordinator picks the SQLite watch, which imports the cluster's "
-        "base classes: the factory belongs in a module of its own"
-    ),
     frozenset(
         {
             "ratchet_core.contrib.django",

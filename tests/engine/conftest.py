@@ -62,7 +62,7 @@ def enqueue_in_another_process(store_url: str) -> UUID:
 
 def coordinator_for(values: dict[str, Any]) -> Any:
     """``create_cluster_coordinator`` for these settings alone (no container, no store)."""
-    from ratchet_core.cluster import create_cluster_coordinator
+    from ratchet_core.cluster_backend import create_cluster_coordinator
     from ratchet_core.config import DefaultRatchetConfig
     from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider
 

@@ -220,7 +220,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.defaults.cluster.DefaultNodeTagAffinityProvider"), settings=settings
     )
     cluster_coordinator = providers.Singleton(
-        lazy("ratchet_core.cluster.create_cluster_coordinator"),
+        lazy("ratchet_core.cluster_backend.create_cluster_coordinator"),
         settings=settings,
         node_identity=node_identity_provider,
         store=job_store,  # a SQLite store's file is watched for other processes' inserts
