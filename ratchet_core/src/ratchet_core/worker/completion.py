@@ -241,20 +241,34 @@ class CompletionBatcher:
                 writes = _take(self._writes, self._batch_size)
                 items = _take(self._items, self._batch_size)
                 self._flushing = len(writes) + len(items)
+            settled: set[int] = set()
             try:
-                self._flush(writes, items)
+                self._flush(writes, items, settled)
             except Exception:  # noqa: BLE001 - the flusher must survive anything
                 _log.exception("writing %d outcomes failed", len(writes) + len(items))
-                self._give_up(writes, items)
+                # give up only what the flush had not told (or queued again) yet: a written
+                # outcome told twice would leave the claimed-jobs table twice
+                self._give_up(
+                    [w for w in writes if id(w) not in settled],
+                    [i for i in items if id(i) not in settled],
+                )
             finally:
                 with self._cond:
                     self._flushing = 0
                     self._cond.notify_all()
 
-    def _flush(self, writes: list[PendingWrite], items: list[PendingCompletion]) -> None:
+    def _flush(
+        self,
+        writes: list[PendingWrite],
+        items: list[PendingCompletion],
+        settled: set[int] | None = None,
+    ) -> None:
         """One flush: the writes one by one, then the successes in one batch. What fails
         transiently goes back to the front of the queue (or is given up once ``close``'s time
-        is over)."""
+        is over). ``settled`` collects the ``id()`` of each outcome told to the subscribers or
+        queued again, for the flusher's catch-all."""
+        if settled is None:
+            settled = set()
         left_writes: list[PendingWrite] = []
         left_items: list[PendingCompletion] = []
         for index, write in enumerate(writes):
@@ -263,6 +277,7 @@ class CompletionBatcher:
             except _StoreDown:
                 left_writes = writes[index:]
                 break
+            settled.add(id(write))
         if items and left_writes:
             left_items = items  # the store is down: do not try the batch now
         elif items:
@@ -270,6 +285,8 @@ class CompletionBatcher:
                 self._write_successes(items)
             except _StoreDown:
                 left_items = items
+            else:
+                settled.update(id(item) for item in items)
         if not (left_writes or left_items):
             self._pause = 0.0
             self._failing_since = None
@@ -285,10 +302,12 @@ class CompletionBatcher:
             if not expired:
                 self._writes.extendleft(reversed(left_writes))
                 self._items.extendleft(reversed(left_items))
+                settled.update(id(item) for item in (*left_writes, *left_items))
                 # queued again, no longer being written: counted once in `pending`
                 self._flushing = max(0, self._flushing - len(left_writes) - len(left_items))
                 self._cond.notify_all()
         if expired:
+            settled.update(id(item) for item in (*left_writes, *left_items))
             self._give_up(left_writes, left_items)
         else:
             _log.warning(

@@ -244,18 +244,22 @@ class Worker:
             f"WorkerShutdown: node {self.node_id} stopped before the job finished "
             f"(worker.shutdown_timeout {self.settings.shutdown_timeout.total_seconds():g}s)"
         )
-        for job in leftovers:
-            p.runner.finish(job, p.runner.decide(job, Shutdown(started=True, reason=reason)))
+        # counted from the hand-overs taken: a job that finished meanwhile is not abandoned
+        abandoned = [
+            job
+            for job in leftovers
+            if p.runner.hand(job, p.runner.decide(job, Shutdown(started=True, reason=reason)))[0]
+        ]
         p.flow.close()  # permits are renewed until no job of this worker runs any more
-        if leftovers:
-            p.counters.add("abandoned", len(leftovers))
+        if abandoned:
+            p.counters.add("abandoned", len(abandoned))
             _log.error(
                 "worker %s: %d jobs still running after the shutdown timeout (%gs) were "
                 "abandoned and put back to pending: %s",
                 self.node_id,
-                len(leftovers),
+                len(abandoned),
                 limit,
-                ", ".join(f"{j.entity.id} ({j.entity.target})" for j in leftovers),
+                ", ".join(f"{j.entity.id} ({j.entity.target})" for j in abandoned),
             )
         p.close()
         try:

@@ -78,7 +78,11 @@ class Dispatcher:
             self._runner.finish(job, self._runner.decide(job, Refused(refusal)))
             return
         if self._inline and not job.is_async:
-            self._runner.run_sync(job)
+            # through the same guard as the pool path: a raise once the job began is a failed
+            # attempt (retried with backoff), never a give-back of a RUNNING job
+            following = self._guarded(job, self._runner.run_sync)
+            if following is not None:
+                self.submit(following)
             return
         admitted = self._table.enter_gate(job)
         if admitted is None:  # claimed as the worker stops: it would never start
@@ -92,7 +96,9 @@ class Dispatcher:
 
     def abandon(self, job: ClaimedJob) -> None:
         """Give back the claim of a job that has not started (fenced ``release_claim``, the
-        attempt not counted), so another poll runs it."""
+        attempt not counted), so another poll runs it. A job that began meanwhile is left
+        alone (``ClaimedJobs.hand_over`` gives back only a QUEUED job): its own outcome path
+        accounts for it."""
         following = self._runner.finish(job, self._runner.decide(job, Shutdown(started=False)))
         if following is not None:
             self.submit(following)
@@ -137,8 +143,17 @@ class Dispatcher:
             return self._failed(job, exc)
 
     def _failed(self, job: ClaimedJob, exc: BaseException) -> ClaimedJob | None:
-        _log.exception("worker %s: running job %s failed", self._node_id, job.entity.id)
-        return self._runner.finish(job, self._runner.decide(job, Raised(exc)))
+        _log.error("worker %s: running job %s failed", self._node_id, job.entity.id, exc_info=exc)
+        try:
+            return self._runner.finish(job, self._runner.decide(job, Raised(exc)))
+        except Exception:  # noqa: BLE001 - the hand-over itself is broken: last resort
+            _log.exception(
+                "worker %s: handing over the failure of job %s failed too; it leaves this "
+                "worker unwritten and runs again after recovery",
+                self._node_id,
+                job.entity.id,
+            )
+            return self._runner.drop(job)
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

@@ -19,6 +19,8 @@ FINISHED = 2
 """Its outcome was handed to the completer and is being (or was) written."""
 RELEASED = 3
 """Given back unstarted (shutdown); the release is being written."""
+GONE = 4
+"""Its outcome was written (or given up on): out of the table for good."""
 
 
 @attrs.frozen
@@ -93,6 +95,7 @@ class ClaimedJob:
 __all__ = [
     "ASYNC_GATE",
     "FINISHED",
+    "GONE",
     "QUEUED",
     "RELEASED",
     "RUNNING",

@@ -185,12 +185,25 @@ class JobRunner:
         """Hand ``outcome`` to the completer (once per claim: a job already handed over, such
         as one requeued at shutdown while it still ran, is left alone); returns the next job
         waiting for the slot this one freed."""
+        return self.hand(job, outcome)[1]
+
+    def hand(self, job: ClaimedJob, outcome: Outcome) -> tuple[bool, ClaimedJob | None]:
+        """:meth:`finish`, also saying whether the outcome was taken. The hand-over is decided
+        first (``ClaimedJobs.hand_over``); only a taken outcome is reported (metrics, the
+        failure log, the shutdown warning) and written, so a second finish of one claim
+        reports nothing that did not happen."""
         entity = job.entity
         item = self._pending(job, outcome)
+        handed, following = self._table.hand_over(job, released=outcome.kind is OutcomeKind.RELEASE)
+        if not handed:
+            return False, following
         # finished (or given back): a noted started mark not yet written is not needed
         self._marks.forget(entity.id, entity.claim_seq)
-        handed, following = self._table.hand_over(job, released=outcome.kind is OutcomeKind.RELEASE)
-        if handed:
+        try:
+            self._report(job, outcome)
+        except Exception:  # noqa: BLE001 - reporting must not strand a handed-over outcome
+            _log.exception("reporting the outcome of job %s failed", entity.id)
+        try:
             completer = self._completer()
             if completer is None:  # pragma: no cover - the worker built it before claiming
                 _log.error("job %s: no completer; it stays RUNNING until recovery", entity.id)
@@ -199,26 +212,38 @@ class JobRunner:
                 completer.succeed(item)
             else:
                 completer.write(item)
+        except Exception:  # noqa: BLE001 - the job must not stay in the table unwritten
+            _log.exception(
+                "job %s: its outcome could not be queued for writing; it stays RUNNING in the "
+                "store until recovery",
+                entity.id,
+            )
+            self._table.written(job)
+        return True, following
+
+    def drop(self, job: ClaimedJob) -> ClaimedJob | None:
+        """Last resort when :meth:`finish` itself raised: ``job`` leaves the table unwritten,
+        so it is no longer heartbeated and recovery runs it again (instead of it staying
+        RUNNING here forever). Returns the next job waiting for its slot."""
+        _, following = self._table.hand_over(job)
+        self._table.written(job)
         return following
 
     def _pending(self, job: ClaimedJob, outcome: Outcome) -> PendingCompletion | PendingWrite:
+        """The write for ``outcome`` (no side effects: :meth:`_report` reports it once it is
+        taken)."""
         entity = job.entity
         kind = outcome.kind
         if kind is OutcomeKind.SUCCEEDED:
-            elapsed = job.elapsed_ms
-            self._metrics.job_completed(entity.id, entity.job_type, elapsed)
             return PendingCompletion(
                 Completion(job_id=entity.id, claim_seq=entity.claim_seq, result=outcome.result),
-                self._record(job, JobStatus.SUCCEEDED, elapsed),
+                self._record(job, JobStatus.SUCCEEDED, job.elapsed_ms),
                 job,
                 entity.job_type,
             )
         run_at = None if outcome.delay is None else self._now() + outcome.delay
         if kind in (OutcomeKind.RETRY, OutcomeKind.DEAD_LETTER):
             message = outcome.message or ""
-            self._log_failure(job, outcome, message)
-            cause = outcome.cause if outcome.cause is not None else _Refused(message)
-            self._metrics.job_failed(entity.id, entity.job_type, cause, entity.attempt)
             record = None
             if outcome.cause is not None:  # a refusal at dispatch is no attempt
                 record = self._record(job, JobStatus.FAILED, job.elapsed_ms, message, outcome.trace)
@@ -237,16 +262,6 @@ class JobRunner:
                 kind=kind,
                 started=job.started_at is not None,
             )
-        if kind is OutcomeKind.DEFER and outcome.defer_reason is DeferReason.CIRCUIT:
-            _log.info(
-                "job %s (%s): circuit %r is open; due again in %.1fs (attempt not counted)",
-                entity.id,
-                entity.target,
-                outcome.service,
-                outcome.delay.total_seconds() if outcome.delay is not None else 0.0,
-            )
-        if kind is OutcomeKind.INTERRUPTED_REQUEUE:
-            _log.warning("job %s was still running at shutdown; put back to pending", entity.id)
         return PendingWrite(
             entity.id,
             entity.claim_seq,
@@ -257,6 +272,28 @@ class JobRunner:
             defer_reason=outcome.defer_reason,
             started=kind is OutcomeKind.INTERRUPTED_REQUEUE,
         )
+
+    def _report(self, job: ClaimedJob, outcome: Outcome) -> None:
+        """Metrics and logs of an outcome just handed over."""
+        entity = job.entity
+        kind = outcome.kind
+        if kind is OutcomeKind.SUCCEEDED:
+            self._metrics.job_completed(entity.id, entity.job_type, job.elapsed_ms)
+        elif kind in (OutcomeKind.RETRY, OutcomeKind.DEAD_LETTER):
+            message = outcome.message or ""
+            self._log_failure(job, outcome, message)
+            cause = outcome.cause if outcome.cause is not None else _Refused(message)
+            self._metrics.job_failed(entity.id, entity.job_type, cause, entity.attempt)
+        elif kind is OutcomeKind.DEFER and outcome.defer_reason is DeferReason.CIRCUIT:
+            _log.info(
+                "job %s (%s): circuit %r is open; due again in %.1fs (attempt not counted)",
+                entity.id,
+                entity.target,
+                outcome.service,
+                outcome.delay.total_seconds() if outcome.delay is not None else 0.0,
+            )
+        elif kind is OutcomeKind.INTERRUPTED_REQUEUE:
+            _log.warning("job %s was still running at shutdown; put back to pending", entity.id)
 
     def _log_failure(self, job: ClaimedJob, outcome: Outcome, message: str) -> None:
         entity = job.entity

@@ -6,8 +6,13 @@ and every count the worker needs is read from it: free slots for the producer, j
 the concurrency of each gate (execution kind or execution target label). Every state change
 happens here, under one lock:
 
-    QUEUED --begin--> RUNNING --hand_over--> FINISHED --written--> (gone)
-    QUEUED --hand_over(released)--> RELEASED --written--> (gone)
+    QUEUED --begin--> RUNNING --hand_over--> FINISHED --written--> GONE
+    QUEUED --hand_over(released)--> RELEASED --written--> GONE
+
+A job is given back (RELEASED) only from QUEUED, and ``begin`` refuses once :meth:`halt` ran,
+so stop() can never give back, uncharged, a job that has started: either the job began before
+the give-back (which is then refused: its own outcome path accounts for it) or the give-back
+came first (and the job never starts).
 
 Slots: at most ``concurrency + prefetch`` jobs are QUEUED or RUNNING; while every job thread is
 busy, the producer claims again only once ``watermark`` slots are free (fewer, larger claims).
@@ -29,6 +34,7 @@ import attrs
 
 from ratchet_core.worker.execution import (
     FINISHED,
+    GONE,
     QUEUED,
     RELEASED,
     RUNNING,
@@ -124,9 +130,11 @@ class ClaimedJobs:
             self._leave_gate(job)
 
     def begin(self, job: ClaimedJob) -> bool:
-        """QUEUED -> RUNNING (stamps the start); False when the job is no longer QUEUED."""
+        """QUEUED -> RUNNING (stamps the start); False when the job is no longer QUEUED or the
+        worker is halting (a job not started by :meth:`halt` never starts: stop() gives it
+        back)."""
         with self._cond:
-            if job.state != QUEUED:
+            if job.state != QUEUED or self._stopping:
                 return False
             job.state = RUNNING
             self._running += 1
@@ -138,10 +146,11 @@ class ClaimedJobs:
         self, job: ClaimedJob, *, released: bool = False
     ) -> tuple[bool, ClaimedJob | None]:
         """``job``'s outcome goes to the completer: FINISHED (RELEASED when given back
-        unstarted). Returns whether it was handed over now (False: it was before) and the next
-        job waiting for its gate slot (already gated) for the caller to start."""
+        unstarted). Returns whether it was handed over now (False: it was before, or a give-back
+        found the job no longer QUEUED: a job that started is never released uncharged) and the
+        next job waiting for its gate slot (already gated) for the caller to start."""
         with self._cond:
-            if job.state in (FINISHED, RELEASED):
+            if job.state in (FINISHED, RELEASED, GONE) or (released and job.state != QUEUED):
                 return False, None
             if job.state == RUNNING:
                 self._running -= 1
@@ -158,10 +167,12 @@ class ClaimedJobs:
         return True, following
 
     def written(self, job: ClaimedJob) -> None:
-        """The outcome of ``job`` was written (or given up on): out of the table."""
+        """The outcome of ``job`` was written (or given up on): out of the table (GONE). Once
+        per hand-over: a second call is a no-op, so the backlog count never goes negative."""
         with self._cond:
             if job.state not in (FINISHED, RELEASED):
                 return
+            job.state = GONE
             self._unwritten -= 1
             if self._jobs.get(job.entity.id) is job:
                 del self._jobs[job.entity.id]
