@@ -8,7 +8,9 @@ from the test thread: every interleaving is replayed step by step, so nothing wa
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,12 +22,15 @@ from dependency_injector import providers
 from ratchet_api.errors import TransientStoreError
 from ratchet_api.model import JobStatus, JobType
 from ratchet_api.store.entities import Completion
+from ratchet_api.workflow import ParentResult
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingWrite
 from ratchet_core.worker.execution import ClaimedJob
+from ratchet_core.worker.executor import JobExecutor
 from ratchet_core.worker.outcome import OutcomeKind, Returned, Shutdown
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
+from tests.engine import workflow_targets as wt
 from tests.engine.conftest import build_container
 from tests.engine.worker_fixtures import fast_settings
 
@@ -325,3 +330,72 @@ def test_the_flusher_s_catch_all_gives_up_only_what_it_had_not_told() -> None:
     # failed before telling it) is given up: told once, as not written
     assert told.writes == [(retried_id, True)]
     assert told.successes == [([done_id], [])]
+
+
+# ---------------------------------------------------------------- finding 2: off the loop
+
+
+async def async_add_one(value: ParentResult[int]) -> int:
+    """An ``async def`` workflow step with a late-bound argument (the parent's result)."""
+    return value + 1
+
+
+class _SlowReads(InMemoryJobStore):
+    """Reading the job ``slow_id`` waits until ``release`` is set (at most 30 s, so a read
+    made on the event loop fails the test instead of hanging it); ``reading`` is set when the
+    read starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow_id: UUID | None = None
+        self.reading = threading.Event()
+        self.release = threading.Event()
+        self.released: bool | None = None
+
+    def find_by_id(self, job_id: UUID) -> Any:
+        if job_id == self.slow_id and self.released is None:
+            self.reading.set()
+            self.released = self.release.wait(30)
+        return super().find_by_id(job_id)
+
+
+def test_an_async_step_reads_its_late_bound_arguments_off_the_event_loop() -> None:
+    store = _SlowReads()
+    container = build_container("sqlite:///unused.db", **{"cluster.backend": "none"})
+    with container.job_store.override(providers.Object(store)):
+        builder = container.scheduler().job(wt.double).args(20).then(async_add_one)
+        builder.enqueue()
+        first, second = builder.job_ids
+        (parent,) = store.claim_next_batch("node-a", 1)
+        assert parent.id == first
+        assert store.mark_succeeded(parent.id, parent.claim_seq, "40")
+        executor = JobExecutor(
+            loader=container.target_loader(),
+            arg_resolver=container.pre_execution_arg_resolver(),
+            bean_resolver=container.bean_resolver(),
+            resilience=container.resilience_strategy(),
+            logger_factory=container.job_logger_factory(),
+            serializer=container.payload_serializer(),
+            sanitizer=container.error_sanitizer(),
+            extension=None,
+            node_id="node-a",
+        )
+        child = store.find_by_id(second)
+        assert child is not None
+        step = ClaimedJob(child)
+        assert executor.prepare(step) is None and step.is_async
+        store.slow_id = second
+
+        async def another_async_job() -> None:
+            # runs on the loop while the step's arguments are being read; it is what lets
+            # the read finish, so a read made on the loop would wait for it in vain
+            await asyncio.to_thread(store.reading.wait, 30)
+            store.release.set()
+
+        async def both() -> Any:
+            attempt, _ = await asyncio.gather(executor.attempt_async(step), another_async_job())
+            return attempt
+
+        attempt = asyncio.run(both())
+    assert store.released is True, "the store read stalled the event loop"
+    assert (attempt.result, attempt.error) == (41, None)

@@ -38,6 +38,7 @@ from ratchet_api.store.protocols import JobExtensionStore
 from ratchet_core.authorization import authorization_request
 from ratchet_core.codec import PayloadCodec
 from ratchet_core.context import RunningJobContext
+from ratchet_core.defaults.execution import NoOpPreExecutionArgResolver
 from ratchet_core.invocation import check_stored_target
 from ratchet_core.tracing import Tracing
 from ratchet_core.worker.execution import ClaimedJob, GateKey
@@ -236,12 +237,31 @@ class JobExecutor:
         """Await a prepared ``async def`` job on the running loop."""
         attempt = Attempt(job)
         try:
-            plan = self._plan(attempt)
+            if self._plan_may_block(job):
+                # late-bound arguments are read from the store: never on the event loop,
+                # where the wait would stall every other async job of this worker
+                plan = await asyncio.to_thread(self._plan, attempt)
+            else:
+                plan = self._plan(attempt)
             job.called = True
             attempt.result = await plan.call_async()
         except JOB_ERRORS as exc:  # every job error goes through the retry path
             attempt.error = exc
         return attempt
+
+    def _plan_may_block(self, job: ClaimedJob) -> bool:
+        """Whether building ``job``'s call plan may wait on the store. A resolver with a
+        ``needs_store(invocation)`` method (the default ``WorkflowArgResolver``: late-bound
+        workflow arguments) says so itself; the no-op resolver never does; any other one may
+        read anything, so it is assumed to."""
+        resolver = self._arg_resolver
+        if isinstance(resolver, NoOpPreExecutionArgResolver):
+            return False
+        needs_store = getattr(resolver, "needs_store", None)
+        if callable(needs_store):
+            assert job.invocation is not None
+            return bool(needs_store(job.invocation))
+        return True
 
     def _plan(self, outcome: Attempt) -> CallPlan:
         job = outcome.job

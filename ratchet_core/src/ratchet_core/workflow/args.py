@@ -51,6 +51,13 @@ class WorkflowArgResolver:
         # opens what an encrypted job stores sealed: its signal payload, its parent's outcome
         self._codec = codec if codec is not None else PayloadCodec.disabled()
 
+    def needs_store(self, invocation: JobInvocation) -> bool:
+        """Whether :meth:`resolve_arguments` reads the store for ``invocation`` (it has
+        late-bound arguments). Cheap: the worker asks it for every ``async def`` job, and
+        resolves the arguments off the event loop when it says True. A subclass that reads
+        the store in other cases overrides this too."""
+        return any(_kind(v) is not None for v in invocation.kwargs.values())
+
     def resolve_arguments(self, job_id: UUID, invocation: JobInvocation) -> JobInvocation | None:
         late = {k: kind for k, v in invocation.kwargs.items() if (kind := _kind(v)) is not None}
         if not late:
