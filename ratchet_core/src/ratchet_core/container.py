@@ -179,14 +179,15 @@ class RatchetContainer(containers.DeclarativeContainer):
         bean_resolver=bean_resolver,
     )
     target_loader = providers.Singleton(
-        lazy("ratchet_core.invocation.default_target_loader"),
+        lazy("ratchet_core.defaults.targets.default_target_loader"),
         resolver=job_invocation_resolver,
         serializer=payload_serializer,
         class_policy=class_policy,
         bean_resolver=bean_resolver,
     )
     lambda_analyzer = providers.Singleton(
-        lazy("ratchet_core.invocation.DefaultLambdaAnalyzer"), resolver=job_invocation_resolver
+        lazy("ratchet_core.defaults.targets.DefaultLambdaAnalyzer"),
+        resolver=job_invocation_resolver,
     )
 
     # ---------------------------------------------------------- execution
