@@ -174,6 +174,77 @@ def test_a_runner_failure_on_the_inline_path_is_a_failed_attempt_not_a_give_back
         made.close()
 
 
+_loop_held = threading.Event()
+_let_go = threading.Event()
+_ran: list[str] = []
+
+
+async def hold_the_loop() -> str:
+    """Blocks the worker's event loop thread (a synchronous wait inside ``async def``) until
+    the test lets go: async jobs given a slot meanwhile stay QUEUED on the loop."""
+    _loop_held.set()
+    _let_go.wait(60)
+    return "held"
+
+
+async def queued_behind(name: str) -> str:
+    _ran.append(name)
+    return name
+
+
+def _stored(store: InMemoryJobStore, job_id: UUID) -> Any:
+    found = store.find_by_id(job_id)
+    assert found is not None
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    # waits on a state of the store or the table (no fixed sleep: woken as soon as it holds)
+    pause = threading.Event()
+    for _ in range(6000):
+        if condition():
+            return
+        pause.wait(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_stop_gives_back_async_jobs_queued_on_a_busy_loop_and_never_starts_them() -> None:
+    _loop_held.clear()
+    _let_go.clear()
+    _ran.clear()
+    made = _Parts()
+    worker = made.container.worker(worker_settings=fast_settings())
+    scheduler = made.container.scheduler()
+    stopped: list[Any] = []
+    stopper = threading.Thread(target=lambda: stopped.append(worker.stop()))
+    try:
+        holder = scheduler.enqueue(hold_the_loop)
+        worker.start()
+        assert _loop_held.wait(60)
+        behind = [scheduler.enqueue(queued_behind, f"job-{n}") for n in range(2)]
+        table = worker._parts.table
+        _wait_for(lambda: table.in_use == 3, "the jobs behind the busy loop to be claimed")
+        stopper.start()
+        # stop() gives them back while the loop is still busy with the first job
+        _wait_for(
+            lambda: all(_stored(made.store, i).status is JobStatus.PENDING for i in behind),
+            "the queued jobs to be given back",
+        )
+    finally:
+        _let_go.set()
+        if stopper.ident is not None:  # started
+            stopper.join(60)
+        else:
+            worker.stop()
+        made.close()
+    assert stopped and stopped[0].abandoned == 0 and stopped[0].released == 2
+    assert _ran == [], "a job given back must never start"
+    assert _stored(made.store, holder).status is JobStatus.SUCCEEDED
+    for job_id in behind:
+        stored = _stored(made.store, job_id)
+        assert stored.status is JobStatus.PENDING and stored.last_error is None
+
+
 # ---------------------------------------------------------------- finding 3: report once taken
 
 
