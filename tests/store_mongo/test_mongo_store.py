@@ -482,3 +482,23 @@ def test_the_store_declares_which_of_its_errors_are_transient(mongo_store: Mongo
     assert mongo_store.is_transient(unreachable.value)
     translated = translate(unreachable.value, "ping")
     assert isinstance(translated, TransientStoreError) and mongo_store.is_transient(translated)
+
+
+def test_a_listing_with_a_preview_loads_arguments_and_results_cut_by_the_server(
+    mongo_store: MongoJobStore,
+) -> None:
+    from ratchet_api.store.entities import JobQuery
+
+    wide = due_job(payload="y" * 50_000, tags=frozenset({"preview"}))
+    done = due_job(payload="[]", tags=frozenset({"preview"}))
+    mongo_store.insert_job(wide)
+    mongo_store.insert_job(done)
+    raw_jobs(mongo_store).update_one({"_id": done.id}, {"$set": {"result": "r" * 50_000}})
+
+    listed = {j.id: j for j in mongo_store.search_jobs(JobQuery(tag="preview", preview=100))}
+
+    # at most preview + 1 characters of each: a longer value is recognisable as cut
+    assert listed[wide.id].payload == "y" * 101 and listed[wide.id].result is None
+    assert listed[done.id].payload == "[]" and listed[done.id].result == "r" * 101
+    whole = mongo_store.find_by_id(done.id)
+    assert whole is not None and len(whole.result or "") == 50_000

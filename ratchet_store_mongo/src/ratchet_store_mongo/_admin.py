@@ -183,11 +183,40 @@ class AdminMixin(MongoBase):
     @translated("search_jobs")
     def search_jobs(self, query: JobQuery) -> list[JobEntity]:
         direction = DESCENDING if query.order is SortOrder.NEWEST_FIRST else ASCENDING
+        if query.preview is not None:  # a listing: never load a large argument or result
+            return self._search_preview(query, direction)
         cursor = (
             self._jobs.find(self._query_filter(query), session=self._session)
             .sort([("created_at", direction), ("_id", direction)])
             .skip(query.offset)
             .limit(query.limit)
+        )
+        return [job_from_document(d) for d in cursor]
+
+    def _search_preview(self, query: JobQuery, direction: int) -> list[JobEntity]:
+        """``search_jobs`` with ``payload`` and ``result`` cut by the server to their first
+        ``preview + 1`` code points (a ``None`` result stays ``None``)."""
+        assert query.preview is not None
+        cut = query.preview + 1
+
+        def first(field: str) -> Doc:
+            return {
+                "$cond": [
+                    {"$eq": [{"$type": f"${field}"}, "string"]},
+                    {"$substrCP": [f"${field}", 0, cut]},
+                    f"${field}",
+                ]
+            }
+
+        cursor = self._jobs.aggregate(
+            [
+                {"$match": self._query_filter(query)},
+                {"$sort": {"created_at": direction, "_id": direction}},
+                {"$skip": query.offset},
+                {"$limit": query.limit},
+                {"$addFields": {"payload": first("payload"), "result": first("result")}},
+            ],
+            session=self._session,
         )
         return [job_from_document(d) for d in cursor]
 
