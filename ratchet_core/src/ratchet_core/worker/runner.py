@@ -224,9 +224,11 @@ class JobRunner:
     def drop(self, job: ClaimedJob) -> ClaimedJob | None:
         """Last resort when :meth:`finish` itself raised: ``job`` leaves the table unwritten,
         so it is no longer heartbeated and recovery runs it again (instead of it staying
-        RUNNING here forever). Returns the next job waiting for its slot."""
-        _, following = self._table.hand_over(job)
-        self._table.written(job)
+        RUNNING here forever). Returns the next job waiting for its slot. A job whose outcome
+        was handed over already is left to the completer."""
+        handed, following = self._table.hand_over(job)
+        if handed:
+            self._table.written(job)
         return following
 
     def _pending(self, job: ClaimedJob, outcome: Outcome) -> PendingCompletion | PendingWrite:
