@@ -44,7 +44,7 @@ from ratchet_api.model import JobInvocation, JobPriority, JobStatus, JobType
 from ratchet_api.store.entities import MAX_KEY_LENGTH, BatchEntity, BatchStatus, JobEntity
 from ratchet_api.store.protocols import BatchStore, JobStore
 from ratchet_core.options import JobOptions, JobOptionSetters
-from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
+from ratchet_core.submitter import Submitter, refuse_parent_placeholders
 
 _log = logging.getLogger("ratchet.batches")
 

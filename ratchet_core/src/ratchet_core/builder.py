@@ -38,8 +38,8 @@ from ratchet_core.options import (
     check_key,
     parse_priority,
 )
-from ratchet_core.pipeline import Submitter
 from ratchet_core.properties import check_property
+from ratchet_core.submitter import Submitter
 from ratchet_core.workflow.plan import Target, WorkflowPlan
 
 JobSubmitter = Submitter

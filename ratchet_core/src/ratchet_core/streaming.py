@@ -49,7 +49,7 @@ from ratchet_core.batches import (
     parent_job,
     require_batch_store,
 )
-from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
+from ratchet_core.submitter import Submitter, refuse_parent_placeholders
 
 _log = logging.getLogger("ratchet.batches")
 

@@ -40,7 +40,7 @@ from ratchet_core.recurring.schedule import Schedule, interval_expression, parse
 from ratchet_core.recurring.template import MAX_ID_LENGTH, JobTemplate, decode_template, job_for
 
 if TYPE_CHECKING:
-    from ratchet_core.pipeline import Submitter
+    from ratchet_core.submitter import Submitter
 
 _ID = re.compile(r"^[A-Za-z0-9_.:/\-]+$")
 

@@ -45,7 +45,7 @@ from ratchet_core.recurring.settings import RecurringSettings
 from ratchet_core.recurring.template import decode_template, job_for, run_tag
 
 if TYPE_CHECKING:
-    from ratchet_core.pipeline import Submitter
+    from ratchet_core.submitter import Submitter
 
 _log = logging.getLogger("ratchet.recurring")
 _COUNT_CAP = 10_000

@@ -29,7 +29,7 @@ from ratchet_api.store.entities import ConditionKind, JobEntity, WorkflowConditi
 from ratchet_api.store.protocols import SignalStore, WorkflowConditionStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalTimeout, Step
 from ratchet_core.options import JobOptions, check_delay, check_key
-from ratchet_core.pipeline import Submitter, refuse_parent_placeholders
+from ratchet_core.submitter import Submitter, refuse_parent_placeholders
 from ratchet_core.workflow.meta import BranchTest, WorkflowMeta, encode_branch, encode_meta
 
 Target = Callable[..., Any] | Step | JobInvocation
