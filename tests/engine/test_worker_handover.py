@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+import attrs
 import pytest
 from dependency_injector import providers
 
@@ -243,6 +244,25 @@ def test_stop_gives_back_async_jobs_queued_on_a_busy_loop_and_never_starts_them(
     for job_id in behind:
         stored = _stored(made.store, job_id)
         assert stored.status is JobStatus.PENDING and stored.last_error is None
+
+
+def test_stop_sees_an_older_claim_of_a_job_re_claimed_as_ours(parts: _Parts) -> None:
+    # this node's recovery re-claimed a job it still held (after a heartbeat lapse): the older
+    # claim, QUEUED behind its gate, must still be given back at stop, not left to hold the
+    # shutdown for its whole timeout
+    p = parts.p
+    older = parts.claim(targets.add, 1, 2)
+    newer = ClaimedJob(attrs.evolve(older.entity, claim_seq=older.entity.claim_seq + 1))
+    p.table.add(newer)
+    assert p.table.owned_ids() == [older.entity.id]  # heartbeated once, as the newer claim
+    p.table.halt()
+    queued = p.table.queued()
+    assert len(queued) == 2 and older in queued and newer in queued
+    for job in queued:
+        p.dispatcher.abandon(job)
+    assert p.table.wait_until_none_active(0)
+    parts.flush()
+    assert p.table.empty
 
 
 # ---------------------------------------------------------------- finding 3: report once taken

@@ -72,7 +72,10 @@ class ClaimedJobs:
         self._gate_limit = gate_limit
         self._on_free = on_free
         self._cond = threading.Condition()
-        self._jobs: dict[UUID, ClaimedJob] = {}
+        self._jobs: dict[UUID, ClaimedJob] = {}  # the claim heartbeated, per job id
+        # every claim until written, by id(): a job re-claimed as ours while an older claim
+        # of it is still here (a heartbeat lapse) keeps both visible to stop()
+        self._claims: dict[int, ClaimedJob] = {}
         self._gated: set[int] = set()  # id() of jobs holding a gate slot
         self._gates: dict[GateKey, _Gate] = {}
         self._active = 0  # QUEUED + RUNNING
@@ -103,6 +106,7 @@ class ClaimedJobs:
         with self._cond:
             job.state = QUEUED
             self._jobs[job.entity.id] = job
+            self._claims[id(job)] = job
             self._active += 1
 
     # ------------------------------------------------------------ gates and states
@@ -174,6 +178,7 @@ class ClaimedJobs:
                 return
             job.state = GONE
             self._unwritten -= 1
+            self._claims.pop(id(job), None)
             if self._jobs.get(job.entity.id) is job:
                 del self._jobs[job.entity.id]
             wake = self._room_freed()
@@ -194,7 +199,7 @@ class ClaimedJobs:
     def queued(self) -> list[ClaimedJob]:
         """The jobs claimed and not started."""
         with self._cond:
-            return [job for job in self._jobs.values() if job.state == QUEUED]
+            return [job for job in self._claims.values() if job.state == QUEUED]
 
     def wait_until_none_active(self, timeout: float) -> bool:
         """Wait until no job is QUEUED or RUNNING (at most ``timeout`` s); True when none is."""
@@ -220,7 +225,7 @@ class ClaimedJobs:
 
     def running_jobs(self) -> list[ClaimedJob]:
         with self._cond:
-            return [job for job in self._jobs.values() if job.state == RUNNING]
+            return [job for job in self._claims.values() if job.state == RUNNING]
 
     def owned_ids(self) -> list[UUID]:
         """Ids of the jobs whose claims this node holds (heartbeated)."""
