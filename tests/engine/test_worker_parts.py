@@ -80,7 +80,9 @@ def test_prepare_tells_a_missing_target_from_a_refusal(memory: Any) -> None:
     store = memory.job_store()
     missing = JobInvocation(module="tests.engine.no_such_module", qualname="f", args=())
     stored = store.find_by_id(job.entity.id)
-    job.entity = attrs.evolve(stored, payload=encode_invocation(missing))
+    # a target deployed elsewhere (its row names it too: a payload naming another target than
+    # the row's column is refused as altered, see test_hostile_rows)
+    job.entity = attrs.evolve(stored, target=missing.target, payload=encode_invocation(missing))
     assert isinstance(jobs.prepare(job), TargetNotImportableError)
     job.entity = attrs.evolve(stored, attempt=stored.max_retries + 2)
     refusal = jobs.prepare(job)
