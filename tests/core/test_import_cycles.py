@@ -21,10 +21,6 @@ ROOT = Path(__file__).resolve().parents[2] / "ratchet_core" / "src"
 PACKAGE = ROOT / "ratchet_core"
 
 KNOWN: dict[frozenset[str], str] = {
-    frozenset({"ratchet_core.alternatives", "ratchet_core.container"}): (
-        "alternatives imports the container for its type and the container builds the "
-        "registry: the registry's protocol belongs in alternatives alone"
-    ),
     frozenset(
         {
             "ratchet_core.contrib.django",

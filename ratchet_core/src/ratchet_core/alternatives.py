@@ -30,7 +30,7 @@ import inspect
 import threading
 import typing
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 from dependency_injector import providers
@@ -53,8 +53,19 @@ from ratchet_core.conformance import (
     required_members,
 )
 
-if TYPE_CHECKING:
-    from ratchet_core.container import RatchetDynamicContainer
+
+class ContainerHost(Protocol):
+    """What the registry needs of the container it belongs to (the container's class,
+    ``ratchet_core.container.RatchetDynamicContainer``, is not imported here: the container
+    builds the registry, so the registry depends only on this)."""
+
+    @property
+    def providers(self) -> Any:
+        """The container's providers by name (dependency-injector's mapping)."""
+
+    def settings(self) -> Any:
+        """The ``RatchetConfig`` of the container."""
+
 
 ENTRY_POINT_GROUP = "ratchet.alternatives"
 DEFAULT_ORIGIN = "default"
@@ -225,7 +236,7 @@ class AlternativeRegistry:
     """The alternatives of one container. Registration is thread safe; ``apply`` is meant to run
     once at startup (it may be re-run: earlier overrides are undone first)."""
 
-    def __init__(self, container: RatchetDynamicContainer) -> None:
+    def __init__(self, container: ContainerHost) -> None:
         self._container = container
         self._explicit: list[Alternative] = []
         self._discovered: list[Alternative] = []
@@ -237,9 +248,7 @@ class AlternativeRegistry:
         self._lock = threading.RLock()
         self.applied = False
 
-    def copy_for(
-        self, container: RatchetDynamicContainer, memo: dict[int, Any]
-    ) -> AlternativeRegistry:
+    def copy_for(self, container: ContainerHost, memo: dict[int, Any]) -> AlternativeRegistry:
         """A registry for a deep copy of the container, with the explicit registrations copied
         (their providers deep-copied with the same memo so references stay consistent)."""
         copied = AlternativeRegistry(container)
