@@ -43,6 +43,7 @@ from ratchet_core.invocation import check_stored_target
 from ratchet_core.tracing import Tracing
 from ratchet_core.worker.execution import ClaimedJob, GateKey
 from ratchet_core.worker.outcome import REFUSED
+from ratchet_core.worker.tracebacks import safe_sanitize
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -202,9 +203,9 @@ class JobExecutor:
         except TargetNotImportableError as exc:
             return exc
         except REFUSED as exc:
-            return f"refused at dispatch: {self._safe_message(exc)}"
+            return f"refused at dispatch: {safe_sanitize(self._sanitizer, exc)}"
         except Exception as exc:  # noqa: BLE001 - an unexpected loader error is a refusal too
-            return f"cannot load the job target: {self._safe_message(exc)}"
+            return f"cannot load the job target: {safe_sanitize(self._sanitizer, exc)}"
         job.invocation = invocation
         job.loaded = loaded
         label = entity.execution_target
@@ -214,13 +215,6 @@ class JobExecutor:
             kind = ExecutionKind.ASYNC if loaded.is_async else ExecutionKind.SYNC
             job.gate = GateKey.of_kind(kind)
         return None
-
-    def _safe_message(self, exc: BaseException) -> str:
-        try:
-            return self._sanitizer.sanitize(exc)
-        except Exception:  # noqa: BLE001 - a broken sanitizer must not strand the job
-            _log.exception("the ErrorSanitizer raised while sanitizing a dispatch refusal")
-            return f"{type(exc).__name__} (the ErrorSanitizer failed; message withheld)"
 
     def attempt_sync(self, job: ClaimedJob) -> Attempt:
         """Call a prepared ``def`` job on this thread."""

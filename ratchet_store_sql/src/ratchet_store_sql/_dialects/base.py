@@ -303,6 +303,35 @@ class Dialect:
         return [row_to_job(r) for r in rows]
 
 
+class OnConflictForms:
+    """The conflict forms of the backends with ``INSERT ... ON CONFLICT`` (SQLite,
+    PostgreSQL), written once: each backend names only its SQLAlchemy dialect's insert
+    construct (:meth:`conflict_insert`), so this module imports no backend's dialect."""
+
+    def conflict_insert(self, table: sa.Table) -> Any:
+        """The backend dialect's ``insert(table)`` (it has ``on_conflict_do_*``)."""
+        raise NotImplementedError
+
+    def insert_ignore(self, table: sa.Table) -> Any:
+        return self.conflict_insert(table).on_conflict_do_nothing()
+
+    def upsert(
+        self,
+        table: sa.Table,
+        values: Mapping[str, Any],
+        keys: Sequence[str],
+        update: Mapping[str, Any],
+    ) -> Any:
+        stmt = self.conflict_insert(table).values(**values)
+        return stmt.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
+
+    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
+        stmt = self.conflict_insert(table)
+        return stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={c: stmt.excluded[c] for c in columns}
+        )
+
+
 class ReturningClaim(Dialect):
     """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and the
     limit as parameters: built once per filter and kept (building it cost about a fifth of a

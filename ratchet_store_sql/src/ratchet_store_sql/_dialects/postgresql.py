@@ -27,6 +27,7 @@ from ratchet_store_sql._dialects.base import (
     CHUNK,
     UTC_TYPE,
     J,
+    OnConflictForms,
     ReturningClaim,
     T,
     duplicate_error,
@@ -141,7 +142,7 @@ def _execution_arrays(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     }
 
 
-class PostgresDialect(ReturningClaim):
+class PostgresDialect(OnConflictForms, ReturningClaim):
     name = "postgresql"
     is_pg = True
     autocommit_statements = True
@@ -167,24 +168,8 @@ class PostgresDialect(ReturningClaim):
     ) -> sa.ColumnElement[float]:
         return sa.type_coerce(sa.func.extract("epoch", end - start), sa.Float())
 
-    def insert_ignore(self, table: sa.Table) -> Any:
-        return postgresql.insert(table).on_conflict_do_nothing()
-
-    def upsert(
-        self,
-        table: sa.Table,
-        values: Mapping[str, Any],
-        keys: Sequence[str],
-        update: Mapping[str, Any],
-    ) -> Any:
-        pg = postgresql.insert(table).values(**values)
-        return pg.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
-
-    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
-        pg = postgresql.insert(table)
-        return pg.on_conflict_do_update(
-            index_elements=list(keys), set_={c: pg.excluded[c] for c in columns}
-        )
+    def conflict_insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
 
     # ------------------------------------------------------------------ hot statements
 

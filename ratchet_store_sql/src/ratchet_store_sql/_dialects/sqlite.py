@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -21,6 +21,7 @@ from ratchet_store_sql._convert import JOB_FIELDS, job_values
 from ratchet_store_sql._dialects.base import (
     UTC_TYPE,
     J,
+    OnConflictForms,
     ReturningClaim,
     T,
     chunks,
@@ -63,7 +64,7 @@ _TAG_INSERT = f"INSERT INTO {T.name} (job_id, tag) VALUES (?, ?)"
 _KEY_EXISTS = f"SELECT 1 FROM {J.name} WHERE idempotency_key = ?"
 
 
-class SqliteDialect(ReturningClaim):
+class SqliteDialect(OnConflictForms, ReturningClaim):
     name = "sqlite"
     is_sqlite = True
     immediate_writes = True
@@ -95,24 +96,8 @@ class SqliteDialect(ReturningClaim):
         expr = (sa.func.julianday(end) - sa.func.julianday(start)) * 86400.0
         return sa.type_coerce(expr, sa.Float())
 
-    def insert_ignore(self, table: sa.Table) -> Any:
-        return sqlite_dialect.insert(table).on_conflict_do_nothing()
-
-    def upsert(
-        self,
-        table: sa.Table,
-        values: Mapping[str, Any],
-        keys: Sequence[str],
-        update: Mapping[str, Any],
-    ) -> Any:
-        lite = sqlite_dialect.insert(table).values(**values)
-        return lite.on_conflict_do_update(index_elements=list(keys), set_=dict(update))
-
-    def upsert_many(self, table: sa.Table, keys: Sequence[str], columns: Sequence[str]) -> Any:
-        lite = sqlite_dialect.insert(table)
-        return lite.on_conflict_do_update(
-            index_elements=list(keys), set_={c: lite.excluded[c] for c in columns}
-        )
+    def conflict_insert(self, table: sa.Table) -> Any:
+        return sqlite_dialect.insert(table)
 
     def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
         # BEGIN IMMEDIATE already holds the write lock: no row locks to take
