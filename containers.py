@@ -21,12 +21,12 @@ from dependency_injector import containers, providers
 
 from ratchet_api import Priority
 from ratchet_api.spi import ErrorSanitizer
-from ratchet_core.container import (
+from ratchet_core.defaults.security import DefaultErrorSanitizer
+from ratchet_core.runtime.container import (
     RatchetContainer,
     RatchetDynamicContainer,
     find_ratchet_container,
 )
-from ratchet_core.defaults.security import DefaultErrorSanitizer
 
 _CARD_NUMBER = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 

@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_store import scratch_database
-from ratchet_core.container import RatchetContainer
 from ratchet_core.demo_jobs import send_welcome_email
+from ratchet_core.runtime.container import RatchetContainer
 from ratchet_store_sql import migrate
 
 

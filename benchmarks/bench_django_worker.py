@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ratchet_api.model import JobStatus  # noqa: E402
-from ratchet_core.stores import open_store  # noqa: E402
+from ratchet_core.runtime.stores import open_store  # noqa: E402
 
 
 def _env(settings: str, database: Path) -> dict[str, str]:

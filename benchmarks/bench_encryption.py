@@ -12,7 +12,7 @@ encryption on the payload and the result are both sealed (AES-256-GCM). Figures:
 * enqueue single / bulk: ``scheduler.enqueue`` per job, ``scheduler.enqueue_many`` of all;
 * processing c=16: one ``ratchet worker --burst`` process (as in bench_engine.py);
 * rotate: re-encrypting every payload and result under a new key with
-  ``ratchet_core.rotation.rotate`` (batches of 500), in process.
+  ``ratchet_core.payload.rotation.rotate`` (batches of 500), in process.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def bench_processing(url: str, jobs: int, settings: dict[str, str]) -> float:
 
 
 def bench_rotate(url: str, jobs: int) -> float:
-    from ratchet_core.rotation import rotate
+    from ratchet_core.payload.rotation import rotate
 
     old, new = f"old:{key()}", f"new:{key()}"
     before = engine.container(url, **{"encryption.keys": old})
@@ -108,11 +108,11 @@ def bench_codec(values: int = 20_000) -> dict[str, str]:
     import uuid
 
     from ratchet_api.model import EncryptionSurface
-    from ratchet_core.codec import PayloadCodec, create_payload_encryption
-    from ratchet_core.config import DefaultRatchetConfig
     from ratchet_core.defaults.metrics import NoOpMetricsCollector
-    from ratchet_core.encryption import SettingsKeyProvider
-    from ratchet_core.payload import dumps_compact
+    from ratchet_core.payload.codec import PayloadCodec, create_payload_encryption
+    from ratchet_core.payload.encryption import SettingsKeyProvider
+    from ratchet_core.payload.forms import dumps_compact
+    from ratchet_core.runtime.config import DefaultRatchetConfig
 
     text = dumps_compact({"v": 1, "module": "m", "qualname": "f", "args": [ARGUMENT]})
     rows: dict[str, str] = {}

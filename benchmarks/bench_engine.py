@@ -81,7 +81,7 @@ def scratch_sqlite() -> tuple[str, Any]:
 
 
 def container(url: str, **overrides: Any) -> Any:
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
 
     values = {"store.url": url, "security.allowed_packages": "tests."}
     values.update(overrides)
@@ -135,7 +135,7 @@ def bench_enqueue_only(backend: str, jobs: int, repeats: int) -> dict[str, str]:
     import bench_store
 
     from ratchet_api.store.entities import JobEntity
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
 
     singles = max(1, min(jobs // 10, 1000))
     walls: dict[str, list[float]] = {}

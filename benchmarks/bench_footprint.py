@@ -62,7 +62,7 @@ def _spawn(url: str, *args: str) -> subprocess.Popen[bytes]:
 
 
 def _container(url: str) -> Any:
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
 
     return RatchetContainer(overrides={"store.url": url, "security.allowed_packages": "tests."})
 

@@ -365,7 +365,7 @@ def measure(
     """Throughput of ``jobs`` bulk-enqueued no-ops, then enqueue-to-start of ``samples`` single
     jobs, with one worker per placement (namespace, settings)."""
     from ratchet_api.model import JobStatus
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
     from tests.engine import targets
 
     producer = RatchetContainer(

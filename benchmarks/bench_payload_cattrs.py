@@ -16,7 +16,7 @@ from uuid import uuid4
 import attrs, cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from ratchet_api.model import BackoffKind, BackoffPolicy, JobInvocation
-from ratchet_core.payload import (
+from ratchet_core.payload.forms import (
     decode_invocation,
     encode_invocation,
     encode_backoff,

@@ -20,10 +20,10 @@ from datetime import timedelta
 
 from ratchet_api.store.entities import JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, RecurringJobStore
-from ratchet_core.recurring.schedule import interval_expression
-from ratchet_core.recurring.settings import RecurringSettings
-from ratchet_core.recurring.sweeper import RecurringSweeper
-from ratchet_core.recurring.template import JobTemplate
+from ratchet_core.features.recurring.schedule import interval_expression
+from ratchet_core.features.recurring.settings import RecurringSettings
+from ratchet_core.features.recurring.sweeper import RecurringSweeper
+from ratchet_core.features.recurring.template import JobTemplate
 from ratchet_store_sql import SqlJobStore, migrate
 
 try:

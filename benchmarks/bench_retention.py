@@ -27,8 +27,8 @@ from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore, SchemaManager
-from ratchet_core.retention import Retention, RetentionPolicy
-from ratchet_core.stores import open_store
+from ratchet_core.features.retention import Retention, RetentionPolicy
+from ratchet_core.runtime.stores import open_store
 
 STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 

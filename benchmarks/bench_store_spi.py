@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_store_spi.py [--jobs 2000] [--batch 32] [--rounds 3]
 
 Two sqlite3 stores that differ only by their SPI version: the frozen 1.0 store of
-``tests/tck/v1_store`` run through ``ratchet_core.store_compat.adapt_store``, and the same store
+``tests/tck/v1_store`` run through ``ratchet_core.runtime.store_compat.adapt_store``, and the same store
 moved to 1.1 by the diff of ``docs/stores/changelog.md`` (applied to a temporary copy, as
 ``tests/tck/test_v1_store.py`` does) run natively. Each round inserts ``--jobs`` jobs and then
 drains them the way a worker's hot path does: ``claim_next_batch(batch)``, ``mark_dispatched``
@@ -78,7 +78,7 @@ def main() -> None:
     sys.path.insert(0, str(FROZEN / "src"))
     from ratchet_v1_sqlite import V1SqliteStore
 
-    from ratchet_core.store_compat import adapt_store
+    from ratchet_core.runtime.store_compat import adapt_store
 
     with tempfile.TemporaryDirectory(prefix="bench-spi-") as tmp:
         store_1_1 = _store_1_1(Path(tmp))

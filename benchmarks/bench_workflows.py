@@ -19,7 +19,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ratchet_api.store.protocols import SchemaManager
-from ratchet_core.container import create_container
+from ratchet_core.runtime.container import create_container
 from tests.engine import workflow_targets as t
 from tests.engine.worker_fixtures import fast_settings
 

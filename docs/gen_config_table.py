@@ -1,4 +1,4 @@
-"""Regenerate the key table of docs/configuration.md from the ``ratchet_core.config.KEYS``
+"""Regenerate the key table of docs/configuration.md from the ``ratchet_core.runtime.config.KEYS``
 registry. ``python docs/gen_config_table.py`` rewrites the table between the markers;
 ``--check`` exits 1 when the committed document is out of date."""
 
@@ -24,7 +24,7 @@ INTEGRATION_KEY_MODULES = ("ratchet_core.contrib.django.conf",)
 def collect_keys() -> dict[str, Any]:
     """Import every ratchet_core module (keys register themselves) and return the registry."""
     import ratchet_core
-    from ratchet_core import config
+    from ratchet_core.runtime import config
 
     for module in pkgutil.walk_packages(ratchet_core.__path__, "ratchet_core."):
         if module.name.startswith(SKIPPED_PACKAGES):
@@ -61,7 +61,7 @@ def _default(value: Any) -> str:
 
 
 def render() -> str:
-    from ratchet_core import config
+    from ratchet_core.runtime import config
 
     keys = collect_keys()
     lines = [

@@ -11,8 +11,8 @@ from fastapi import FastAPI
 from jobs import make_thumbnail
 
 from ratchet_api.store.protocols import SchemaManager
-from ratchet_core.container import RatchetContainer
 from ratchet_core.contrib.fastapi import Scheduler, aenqueue, arun_sync, ratchet_lifespan
+from ratchet_core.runtime.container import RatchetContainer
 
 
 def create_container() -> RatchetContainer:

@@ -17,14 +17,14 @@ from dependency_injector import containers, providers
 from ratchet_api import Priority
 from ratchet_api.errors import AmbiguousAlternativeError, NonConformingAlternativeError
 from ratchet_api.spi import ErrorSanitizer, RetryPolicy, SchedulerLifecycleHook
-from ratchet_core.alternatives import alternative
-from ratchet_core.container import (
+from ratchet_core.defaults.retry import DefaultRetryPolicy
+from ratchet_core.runtime.alternatives import alternative
+from ratchet_core.runtime.container import (
     RatchetContainer,
     RatchetDynamicContainer,
     create_container,
     find_ratchet_container,
 )
-from ratchet_core.defaults.retry import DefaultRetryPolicy
 
 
 class NeverRetry:
@@ -272,7 +272,7 @@ DECORATED_MODULE = """
 
     from ratchet_api import Priority
     from ratchet_api.spi import RetryPolicy
-    from ratchet_core.alternatives import alternative
+    from ratchet_core.runtime.alternatives import alternative
 
 
     @alternative(RetryPolicy, priority=Priority.APPLICATION)

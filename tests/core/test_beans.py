@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from dependency_injector import containers, providers
 
-from ratchet_core.beans import ContainerBeanResolver
-from ratchet_core.container import RatchetContainer, find_ratchet_container
+from ratchet_core.defaults.beans import ContainerBeanResolver
+from ratchet_core.runtime.container import RatchetContainer, find_ratchet_container
 
 
 class Mailer:

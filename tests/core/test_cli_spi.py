@@ -70,7 +70,7 @@ def test_spi_shows_a_decorator_module_from_configuration(tmp_path: Path) -> None
             """
             from ratchet_api import Priority
             from ratchet_api.spi import ErrorSanitizer
-            from ratchet_core.alternatives import alternative
+            from ratchet_core.runtime.alternatives import alternative
 
 
             @alternative(ErrorSanitizer, priority=Priority.APPLICATION + 100)
@@ -97,7 +97,7 @@ def test_spi_reports_a_tie_as_an_error_naming_both(tmp_path: Path) -> None:
         textwrap.dedent(
             """
             from ratchet_api.spi import ErrorSanitizer
-            from ratchet_core.alternatives import alternative
+            from ratchet_core.runtime.alternatives import alternative
 
 
             @alternative(ErrorSanitizer)

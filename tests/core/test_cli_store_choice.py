@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 MEMORY_APP = """
 from dependency_injector import providers
 
-from ratchet_core.container import create_container as ratchet_container
+from ratchet_core.runtime.container import create_container as ratchet_container
 from ratchet_tck.memory import InMemoryJobStore
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.spi import RatchetConfigKey
-from ratchet_core.config import (
+from ratchet_core.defaults.execution import WORKER_CONCURRENCY
+from ratchet_core.runtime.config import (
     KEYS,
     STORE_URL,
     DefaultRatchetConfig,
@@ -23,8 +24,7 @@ from ratchet_core.config import (
     parse_str_list,
     register_key,
 )
-from ratchet_core.container import create_container
-from ratchet_core.defaults.execution import WORKER_CONCURRENCY
+from ratchet_core.runtime.container import create_container
 
 TOML = """
 [ratchet]
@@ -123,7 +123,7 @@ def test_container_overrides_beat_the_environment(monkeypatch: pytest.MonkeyPatc
 
 def test_dict_source_converts_python_values() -> None:
     config = chain(overrides={"alternatives.entry_points": False, "worker.concurrency": 9})
-    from ratchet_core.config import ALTERNATIVES_ENTRY_POINTS
+    from ratchet_core.runtime.config import ALTERNATIVES_ENTRY_POINTS
 
     assert config.get(ALTERNATIVES_ENTRY_POINTS) is False
     assert config.get(WORKER_CONCURRENCY) == 9
@@ -186,7 +186,7 @@ def test_registering_a_different_key_under_a_taken_name_fails() -> None:
 
 
 def test_an_environment_alias_sets_its_key_and_the_own_variable_wins() -> None:
-    from ratchet_core.masking import MASK_PAYLOADS
+    from ratchet_core.payload.masking import MASK_PAYLOADS
 
     assert chain().get(MASK_PAYLOADS) is False
     assert chain(environ={"RATCHET_MASK_PAYLOADS": "true"}).get(MASK_PAYLOADS) is True

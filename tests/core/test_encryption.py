@@ -11,8 +11,12 @@ import pytest
 
 from ratchet_api.errors import ConfigurationError, EncryptionError
 from ratchet_api.model import EncryptionContext, EncryptionKey, EncryptionSurface
-from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.encryption import ENCRYPTION_KEYS, AesGcmPayloadEncryption, SettingsKeyProvider
+from ratchet_core.payload.encryption import (
+    ENCRYPTION_KEYS,
+    AesGcmPayloadEncryption,
+    SettingsKeyProvider,
+)
+from ratchet_core.runtime.config import DefaultRatchetConfig
 
 engine = AesGcmPayloadEncryption()
 KEY = EncryptionKey(key_id="k1", material=os.urandom(32))
@@ -124,8 +128,8 @@ def test_malformed_keys_name_the_configuration_key(raw: str, message: str) -> No
 
 
 def _codec(keys: str, current: str | None = None, **extra: str) -> Any:
-    from ratchet_core.codec import PayloadCodec, create_payload_encryption
     from ratchet_core.defaults.metrics import NoOpMetricsCollector
+    from ratchet_core.payload.codec import PayloadCodec, create_payload_encryption
 
     values: dict[str, str] = {"encryption.keys": keys, **extra}
     if current:
@@ -144,7 +148,7 @@ def _b64() -> str:
 
 
 def test_xchacha_round_trip_and_binding() -> None:
-    from ratchet_core.encryption import XChaCha20Poly1305PayloadEncryption
+    from ratchet_core.payload.encryption import XChaCha20Poly1305PayloadEncryption
 
     xchacha = XChaCha20Poly1305PayloadEncryption()
     body = xchacha.encrypt(b"secret", KEY, ctx())
@@ -155,7 +159,7 @@ def test_xchacha_round_trip_and_binding() -> None:
 
 
 def test_envelope_names_version_algorithm_and_key() -> None:
-    from ratchet_core import envelope
+    from ratchet_core.payload import envelope
 
     codec = _codec(f"k1:{_b64()}", **{"encryption.algorithm": "xchacha20-poly1305"})
     sealed = codec.seal("{}", JOB, EncryptionSurface.RESULT)
@@ -187,7 +191,7 @@ def test_plaintext_passes_through_and_garbage_envelopes_are_violations() -> None
 
 
 def test_bad_key_ids_and_modes_are_configuration_errors() -> None:
-    from ratchet_core.codec import ENCRYPTION_MODE
+    from ratchet_core.payload.codec import ENCRYPTION_MODE
 
     with pytest.raises(ConfigurationError, match="key id"):
         DefaultRatchetConfig.from_dict({"encryption.keys": f"a$b:{_b64()}"}).get(ENCRYPTION_KEYS)
@@ -197,7 +201,7 @@ def test_bad_key_ids_and_modes_are_configuration_errors() -> None:
 
 def test_wrapped_keys_unwrap_once_and_refuse_a_relabelled_key() -> None:
     from ratchet_api.spi import WrappedKeyProvider
-    from ratchet_core.keys import LocalKeyWrapper, UnwrappingKeyProvider
+    from ratchet_core.payload.keys import LocalKeyWrapper, UnwrappingKeyProvider
 
     wrapper = LocalKeyWrapper(os.urandom(32))
     data = os.urandom(32)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ratchet_api.errors import UnknownConfigurationKeyError
-from ratchet_core.config import check_known_keys, closest_key, is_known_key
-from ratchet_core.container import RatchetContainer
+from ratchet_core.runtime.config import check_known_keys, closest_key, is_known_key
+from ratchet_core.runtime.container import RatchetContainer
 
 RATCHET = Path(sys.executable).with_name("ratchet")
 REPO = Path(__file__).resolve().parents[2]
@@ -63,7 +63,7 @@ def test_known_keys_and_key_families_pass() -> None:
     assert is_known_key("worker.concurrency.async")  # a documented family
     assert is_known_key("limits.max_job_log_lines")
     assert not is_known_key("nonsense.value") and closest_key("nonsense.value") is None
-    from ratchet_core.config import DefaultRatchetConfig
+    from ratchet_core.runtime.config import DefaultRatchetConfig
 
     check_known_keys(DefaultRatchetConfig.from_dict({"worker.concurrency.async": 2}))
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from ratchet_api.errors import TransientStoreError
-from ratchet_core.logs import flush_queued_logging, one_line, start_queued_logging
+from ratchet_core.observability.logs import flush_queued_logging, one_line, start_queued_logging
 
 
 class Recording(logging.Handler):

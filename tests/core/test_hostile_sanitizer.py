@@ -123,7 +123,7 @@ def test_a_raising_sanitizer_withholds_every_message() -> None:
 
 
 def test_a_newline_in_an_error_cannot_forge_a_log_line() -> None:
-    from ratchet_core.logs import escape_controls
+    from ratchet_core.observability.logs import escape_controls
 
     forged = "boom\n2026-01-01 INFO job 1 succeeded\x1b[2J"
     text = escape_controls(sanitize(RuntimeError(forged)), keep_newlines=True)

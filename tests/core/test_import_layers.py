@@ -36,10 +36,10 @@ def runtime_imports(module: str) -> set[str]:
 @pytest.mark.parametrize(
     ("module", "forbidden"),
     [
-        ("ratchet_core.alternatives", "ratchet_core.container"),
-        ("ratchet_core.bindings", "ratchet_core.container"),
-        ("ratchet_core.bindings", "ratchet_core.alternatives"),
-        ("ratchet_core.builder", "ratchet_core.scheduler"),
+        ("ratchet_core.runtime.alternatives", "ratchet_core.runtime.container"),
+        ("ratchet_core.runtime.bindings", "ratchet_core.runtime.container"),
+        ("ratchet_core.runtime.bindings", "ratchet_core.runtime.alternatives"),
+        ("ratchet_core.enqueue.builder", "ratchet_core.enqueue.scheduler"),
     ],
 )
 def test_no_runtime_import_of_the_higher_module(module: str, forbidden: str) -> None:

@@ -13,8 +13,8 @@ from loguru import logger
 from ratchet_api.model import JobLoggerContext
 from ratchet_api.store.entities import JobLogLine, LogLevel
 from ratchet_api.store.protocols import JobAuditStore
-from ratchet_core.container import create_container
 from ratchet_core.defaults.logging import LoguruJobLoggerFactory
+from ratchet_core.runtime.container import create_container
 
 
 @pytest.fixture

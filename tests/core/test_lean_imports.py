@@ -26,7 +26,7 @@ def test_engine_cli_and_sql_store_import_no_framework_and_no_alembic() -> None:
         import importlib.util, sys
         for name in {FRAMEWORKS!r}:
             assert importlib.util.find_spec(name) is not None, name + " is not installed"
-        import ratchet_core, ratchet_core.cli, ratchet_core.worker, ratchet_core.scheduler
+        import ratchet_core, ratchet_core.cli, ratchet_core.worker, ratchet_core.enqueue.scheduler
         import ratchet_store_sql
         loaded = [n for n in {FRAMEWORKS!r} if n in sys.modules]
         # dependency-injector looks pydantic up only for pydantic_settings / pydantic 1
@@ -70,7 +70,7 @@ def test_a_burst_worker_without_encryption_or_cron_loads_no_crypto_cron_rich_or_
     db = tmp_path / "lean.db"
     url = f"sqlite:///{db}"
     seed = f"""
-        from ratchet_core.container import RatchetContainer
+        from ratchet_core.runtime.container import RatchetContainer
         from ratchet_api.store import SchemaManager
         c = RatchetContainer(overrides={{"store.url": {url!r}, "security.allowed_packages": "tests."}})
         c.job_store().capability(SchemaManager).upgrade()
@@ -106,7 +106,7 @@ def test_a_burst_worker_without_encryption_or_cron_loads_no_crypto_cron_rich_or_
         == []
     )
     check = f"""
-        from ratchet_core.container import RatchetContainer
+        from ratchet_core.runtime.container import RatchetContainer
         c = RatchetContainer(overrides={{"store.url": {url!r}, "security.allowed_packages": "tests."}})
         from uuid import UUID
         print(c.scheduler().get(UUID({job_id!r})).status.value)

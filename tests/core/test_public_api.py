@@ -15,8 +15,8 @@ import pytest
 import ratchet_core
 from ratchet_api import JobBuilder, JobScheduler
 from ratchet_core import RatchetContainer
-from ratchet_core.builder import DefaultJobBuilder
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.builder import DefaultJobBuilder
+from ratchet_core.enqueue.scheduler import SchedulerService
 
 
 def send_nothing() -> None:

@@ -14,13 +14,13 @@ from ratchet_api.model import (
     CircuitBreakerExceptionFilter,
     CircuitBreakerProfile,
 )
-from ratchet_core.config import DefaultRatchetConfig
-from ratchet_core.resilience import (
+from ratchet_core.defaults.resilience import (
     CircuitBreaker,
     CircuitState,
     DefaultCircuitBreakerConfigProvider,
     DefaultResilienceStrategy,
 )
+from ratchet_core.runtime.config import DefaultRatchetConfig
 
 
 class Clock:

@@ -13,7 +13,6 @@ import pytest
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import BackoffPolicy, PollingConfig, ThreadingMode
 from ratchet_api.spi import RetryPolicy
-from ratchet_core.config import DefaultRatchetConfig
 from ratchet_core.defaults.cluster import (
     DefaultNodeIdentityProvider,
     DefaultNodeTagAffinityProvider,
@@ -24,6 +23,7 @@ from ratchet_core.defaults.execution import (
     DefaultExecutorProvider,
 )
 from ratchet_core.defaults.retry import DefaultRetryPolicy, bind_retry_policy
+from ratchet_core.runtime.config import DefaultRatchetConfig
 
 
 def test_retry_passthrough_uses_the_jobs_max_retries() -> None:

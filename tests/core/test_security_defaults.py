@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ratchet_core.config import DefaultRatchetConfig
 from ratchet_core.defaults.security import (
     DefaultErrorSanitizer,
     DefaultPayloadMaskingPolicy,
     PackagePrefixClassPolicy,
 )
+from ratchet_core.runtime.config import DefaultRatchetConfig
 
 
 class PaymentDeclined(Exception):

@@ -33,10 +33,10 @@ from ratchet_api.spi import (
     SharedBean,
     optional_members,
 )
-from ratchet_core.alternatives import CompletedAlternative
-from ratchet_core.container import RatchetDynamicContainer, create_container
-from ratchet_core.masking import MASK, PayloadMasker
-from ratchet_core.resilience import ResilienceStrategyAdapter
+from ratchet_core.defaults.resilience import ResilienceStrategyAdapter
+from ratchet_core.payload.masking import MASK, PayloadMasker
+from ratchet_core.runtime.alternatives import CompletedAlternative
+from ratchet_core.runtime.container import RatchetDynamicContainer, create_container
 
 T = TypeVar("T")
 
@@ -151,7 +151,7 @@ def test_a_subclass_with_the_two_argument_execute_inherits_a_working_execute_asy
 
 
 def test_a_complete_strategy_is_handed_out_unwrapped(container: RatchetDynamicContainer) -> None:
-    from ratchet_core.resilience import DefaultResilienceStrategy
+    from ratchet_core.defaults.resilience import DefaultResilienceStrategy
 
     container.build()
     assert type(container.resilience_strategy()) is DefaultResilienceStrategy

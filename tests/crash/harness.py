@@ -143,7 +143,7 @@ class _ServerProbe:
 
 
 def _open_transaction_probe(url: str) -> _SqliteProbe | _ServerProbe | None:
-    from ratchet_core.cluster import sqlite_database
+    from ratchet_core.cluster.coordination import sqlite_database
 
     database = sqlite_database(url)
     if database is not None:

@@ -33,7 +33,7 @@ SLOW_POLL = PollingConfig(min_interval=timedelta(seconds=60), max_interval=timed
 
 
 def build_container(store_url: str, **overrides: Any) -> Any:
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
 
     values: dict[str, Any] = {
         "store.url": store_url,
@@ -47,7 +47,7 @@ def enqueue_in_another_process(store_url: str) -> UUID:
     """Enqueue ``targets.add(2, 3)`` from a new Python process that has only the store URL
     (and ``cluster.backend=none``: any wake-up must come from the database itself)."""
     code = (
-        "from ratchet_core.container import RatchetContainer\n"
+        "from ratchet_core.runtime.container import RatchetContainer\n"
         "from tests.engine import targets\n"
         f"c = RatchetContainer(overrides={{'store.url': {store_url!r}, "
         f"'security.allowed_packages': {TEST_ALLOWED_PACKAGES!r}, 'cluster.backend': 'none'}})\n"
@@ -62,9 +62,9 @@ def enqueue_in_another_process(store_url: str) -> UUID:
 
 def coordinator_for(values: dict[str, Any]) -> Any:
     """``create_cluster_coordinator`` for these settings alone (no container, no store)."""
-    from ratchet_core.cluster_backend import create_cluster_coordinator
-    from ratchet_core.config import DefaultRatchetConfig
+    from ratchet_core.cluster.backend import create_cluster_coordinator
     from ratchet_core.defaults.cluster import DefaultNodeIdentityProvider
+    from ratchet_core.runtime.config import DefaultRatchetConfig
 
     settings = DefaultRatchetConfig.from_dict(values)
     return create_cluster_coordinator(settings, DefaultNodeIdentityProvider(settings))

@@ -281,7 +281,7 @@ def guarded_call(n: int) -> int:
 
 
 def _guard() -> None:
-    from ratchet_core.invocation import circuit_breaker
+    from ratchet_core.enqueue.invocation import circuit_breaker
 
     circuit_breaker(service="tests-guarded")(guarded_call)
 

@@ -15,7 +15,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.priority import Priority
 from ratchet_api.spi import JobAuthorizationPolicy
 from ratchet_api.store.entities import JobQuery
-from ratchet_core.authorization import TenantJobAuthorizationPolicy
+from ratchet_core.defaults.authorization import TenantJobAuthorizationPolicy
 from tests.engine import secret_targets, targets
 from tests.engine.conftest import build_container, migrate
 

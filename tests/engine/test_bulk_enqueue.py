@@ -14,9 +14,9 @@ from ratchet_api.ids import uuid7_many
 from ratchet_api.model import JobInvocation, JobPriority, JobStatus
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobStore
-from ratchet_core._job_copies import job_copies
-from ratchet_core.payload import encode_invocation, encode_invocations
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue._job_copies import job_copies
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.payload.forms import encode_invocation, encode_invocations
 from tests.engine import targets
 
 

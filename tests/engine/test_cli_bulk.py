@@ -15,7 +15,7 @@ import pytest
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import ArchiveStore, JobStore
-from ratchet_core.bulk import BulkAction
+from ratchet_core.enqueue.bulk import BulkAction
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_cli_jobs import ratchet
 from tests.engine.test_retention import backdated, where

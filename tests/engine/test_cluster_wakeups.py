@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from ratchet_api.model import JobPriority, JobStatus, JobWakeupHint, NodeIdentity, PollingConfig
-from ratchet_core.cluster import (
+from ratchet_core.cluster.coordination import (
     PostgresNotifyClusterCoordinator,
     RedisClusterCoordinator,
     StoreBackedStartupCoordinator,
     decode_hint,
     encode_hint,
 )
-from ratchet_core.config import DefaultRatchetConfig
+from ratchet_core.runtime.config import DefaultRatchetConfig
 from tests import servers
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
@@ -75,7 +75,7 @@ def test_postgres_notify_wakes_other_nodes_only(postgres_url: str) -> None:
 def test_postgres_listener_reconnects_after_its_connection_is_killed(postgres_url: str) -> None:
     import psycopg
 
-    from ratchet_core.cluster import libpq_url
+    from ratchet_core.cluster.coordination import libpq_url
 
     a = PostgresNotifyClusterCoordinator(postgres_url, "node-a", "ratchet_test_b")
     b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_b")
@@ -109,7 +109,7 @@ def test_redis_pubsub_wakes_other_nodes_only() -> None:
 
 def test_backend_is_chosen_by_configuration(postgres_url: str) -> None:
     from ratchet_api.errors import ConfigurationError
-    from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
+    from ratchet_core.cluster.sqlite import SqliteFileClusterCoordinator
     from ratchet_core.defaults.cluster import NoOpClusterCoordinator
     from tests.engine.conftest import coordinator_for as build
 

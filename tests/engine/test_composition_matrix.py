@@ -32,9 +32,9 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobQuery
 from ratchet_api.store.protocols import BatchStore
 from ratchet_api.workflow import Step, equals, predicate
-from ratchet_core.envelope import key_id_of
-from ratchet_core.recurring.runner import start_recurring
-from ratchet_core.rotation import key_status, rotate
+from ratchet_core.features.recurring.runner import start_recurring
+from ratchet_core.payload.envelope import key_id_of
+from ratchet_core.payload.rotation import key_status, rotate
 from tests.engine import composition_targets as t
 from tests.engine.conftest import build_container, migrate
 from tests.engine.raw_rows import dump, read_column
@@ -155,8 +155,8 @@ def test_every_job_kind_reaches_its_outcome_and_keeps_its_secret(
     definition = scheduler.recurring(name, timedelta(seconds=1), t.make, marker)
     sweeper = start_recurring(store, container.settings(), scheduler)
     assert sweeper is None  # recurring.enabled is off: the test drives one directly
-    from ratchet_core.recurring.settings import RecurringSettings
-    from ratchet_core.recurring.sweeper import RecurringSweeper
+    from ratchet_core.features.recurring.settings import RecurringSettings
+    from ratchet_core.features.recurring.sweeper import RecurringSweeper
 
     sweeper = RecurringSweeper(
         store, RecurringSettings.from_config(container.settings()), pipeline=scheduler.pipeline

@@ -11,7 +11,7 @@ from uuid import UUID
 import sqlalchemy as sa
 
 from ratchet_api.model import JobStatus
-from ratchet_core.cluster import (
+from ratchet_core.cluster.coordination import (
     DATABASE_SOURCE,
     PostgresNotifyClusterCoordinator,
 )

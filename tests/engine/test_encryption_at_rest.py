@@ -19,7 +19,7 @@ from ratchet_api.priority import Priority
 from ratchet_api.spi import MetricsCollector
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
-from ratchet_core.envelope import is_envelope, key_id_of
+from ratchet_core.payload.envelope import is_envelope, key_id_of
 from tests.engine import secret_targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.raw_rows import dump, read_column, write_column

@@ -211,7 +211,7 @@ def test_a_burst_in_slices_waits_for_a_deferred_job_due_before_its_own_deadline(
     signal is acted on between two): a job deferred beyond one slice but within the burst's
     timeout still runs before the burst ends."""
     from ratchet_core.cli.worker import _run_burst
-    from ratchet_core.process_signals import WorkerSignals
+    from ratchet_core.runtime.process_signals import WorkerSignals
 
     container = on_memory(**{"flow_control.retry_delay": "1s"})
     assert store.try_acquire_permit("printer", "another-node", 1, timedelta(minutes=5))

@@ -189,9 +189,9 @@ def test_a_permit_released_during_its_renewal_is_not_taken_again() -> None:
     import threading
 
     from ratchet_api.store.entities import JobEntity
-    from ratchet_core.config import DefaultRatchetConfig
     from ratchet_core.defaults.metrics import NoOpMetricsCollector
-    from ratchet_core.flow_control import FlowControl, FlowSpec
+    from ratchet_core.features.flow_control import FlowControl, FlowSpec
+    from ratchet_core.runtime.config import DefaultRatchetConfig
     from ratchet_tck.memory import InMemoryJobStore
 
     renewing = threading.Event()

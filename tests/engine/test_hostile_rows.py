@@ -16,8 +16,8 @@ import pytest
 
 from ratchet_api.errors import ClassNotAllowedError, InvalidTargetError
 from ratchet_api.model import JobInvocation, JobStatus
-from ratchet_core.invocation import signature_text
-from ratchet_core.payload import encode_invocation
+from ratchet_core.enqueue.invocation import signature_text
+from ratchet_core.payload.forms import encode_invocation
 from tests.conftest import backend_url
 from tests.engine import hostile_targets
 from tests.engine.conftest import build_container, migrate

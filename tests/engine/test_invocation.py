@@ -18,11 +18,11 @@ from ratchet_api.errors import (
     PayloadError,
 )
 from ratchet_api.model import BackoffPolicy, JobInvocation
-from ratchet_core.beans import ContainerBeanResolver
+from ratchet_core.defaults.beans import ContainerBeanResolver
 from ratchet_core.defaults.security import PackagePrefixClassPolicy
 from ratchet_core.defaults.targets import DefaultLambdaAnalyzer
-from ratchet_core.invocation import DefaultJobInvocationResolver, circuit_breaker
-from ratchet_core.serialization import CattrsPayloadSerializer
+from ratchet_core.enqueue.invocation import DefaultJobInvocationResolver, circuit_breaker
+from ratchet_core.payload.serialization import CattrsPayloadSerializer
 from tests.engine import targets
 from tests.engine.targets import Calculator, Order
 

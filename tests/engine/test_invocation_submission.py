@@ -29,9 +29,9 @@ from ratchet_api.model import JobInvocation, JobStatus
 from ratchet_api.priority import Priority
 from ratchet_api.spi import JobAuthorizationPolicy
 from ratchet_api.store import BatchStatus, BatchStore
-from ratchet_core.authorization import TenantJobAuthorizationPolicy
-from ratchet_core.envelope import is_envelope
-from ratchet_core.streaming import streaming_batch_id
+from ratchet_core.defaults.authorization import TenantJobAuthorizationPolicy
+from ratchet_core.features.streaming import streaming_batch_id
+from ratchet_core.payload.envelope import is_envelope
 from tests.engine import batch_targets as bt
 from tests.engine.conftest import build_container, migrate
 

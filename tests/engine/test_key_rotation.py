@@ -16,8 +16,8 @@ from typing import Any
 
 from ratchet_api.model import JobStatus
 from ratchet_api.store.protocols import JobExtensionStore
-from ratchet_core.encryption import parse_keys
-from ratchet_core.rotation import key_status, rotate
+from ratchet_core.payload.encryption import parse_keys
+from ratchet_core.payload.rotation import key_status, rotate
 from tests.engine import secret_targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.raw_rows import dump, read_column
@@ -161,7 +161,7 @@ def test_a_wrapped_key_from_the_cli_encrypts_jobs_through_a_wrapped_key_provider
 
     from ratchet_api.priority import Priority
     from ratchet_api.spi import KeyProvider
-    from ratchet_core.keys import LocalKeyWrapper, UnwrappingKeyProvider
+    from ratchet_core.payload.keys import LocalKeyWrapper, UnwrappingKeyProvider
 
     wrapping = b64()
     env_name = "RATCHET_TEST_WRAPPING_KEY"

@@ -18,7 +18,7 @@ import pytest
 from ratchet_api.errors import InvalidJobError
 from ratchet_api.model import JobInvocation, JobStatus, MaskingContext
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
-from ratchet_core.masking import MASK, PayloadMasker
+from ratchet_core.payload.masking import MASK, PayloadMasker
 from tests.engine import secret_targets
 from tests.engine.conftest import build_container, migrate
 

@@ -17,8 +17,8 @@ import pytest
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import BackoffPolicy, JobStatus
 from ratchet_api.store.protocols import JobStore
-from ratchet_core.envelope import is_envelope
-from ratchet_core.tracing import TRACE_KEY
+from ratchet_core.observability.tracing import TRACE_KEY
+from ratchet_core.payload.envelope import is_envelope
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.worker_fixtures import fast_settings

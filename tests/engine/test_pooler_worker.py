@@ -16,7 +16,10 @@ from uuid import UUID
 import pytest
 
 from ratchet_api.model import JobStatus
-from ratchet_core.cluster import PostgresNotifyClusterCoordinator, behind_transaction_pooler
+from ratchet_core.cluster.coordination import (
+    PostgresNotifyClusterCoordinator,
+    behind_transaction_pooler,
+)
 from ratchet_core.defaults.cluster import NoOpClusterCoordinator
 from tests.engine import targets
 from tests.engine.conftest import (

@@ -17,7 +17,12 @@ from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import ArchiveStore, JobQueryStore, JobStore
-from ratchet_core.retention import Retention, RetentionPolicy, RetentionTask, parse_retention
+from ratchet_core.features.retention import (
+    Retention,
+    RetentionPolicy,
+    RetentionTask,
+    parse_retention,
+)
 from tests.engine.conftest import build_container, migrate
 from tests.engine.targets import greet
 

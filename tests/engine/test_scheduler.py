@@ -21,8 +21,8 @@ from ratchet_api.errors import (
 from ratchet_api.model import BackoffPolicy, JobInvocation, JobPriority, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore
-from ratchet_core.payload import decode_backoff, decode_invocation
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.payload.forms import decode_backoff, decode_invocation
 from tests.engine import targets
 from tests.engine.targets import Order
 

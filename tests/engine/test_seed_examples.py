@@ -57,8 +57,8 @@ from ratchet_api.spi import (
     SchedulerLifecycleHook,
 )
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
-from ratchet_core.invocation import circuit_breaker
-from ratchet_core.resilience import CircuitBreaker, CircuitState
+from ratchet_core.defaults.resilience import CircuitBreaker, CircuitState
+from ratchet_core.enqueue.invocation import circuit_breaker
 from tests.engine.conftest import SLOW_POLL, build_container, migrate
 from tests.engine.worker_fixtures import wait_for
 

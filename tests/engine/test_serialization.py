@@ -17,7 +17,10 @@ import pytest
 
 from ratchet_api.errors import ClassNotAllowedError, PayloadError
 from ratchet_core.defaults.security import PackagePrefixClassPolicy
-from ratchet_core.serialization import CattrsPayloadSerializer, DefaultResultPersistenceStrategy
+from ratchet_core.payload.serialization import (
+    CattrsPayloadSerializer,
+    DefaultResultPersistenceStrategy,
+)
 from tests.engine.targets import Color, Order, Shipment
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from ratchet_api.model import JobStatus, JobType
 from ratchet_api.spi import SignalOutcome
 from ratchet_api.store.entities import JobEntity
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
-from ratchet_core.workflow.signals import SignalService
+from ratchet_core.features.workflow.signals import SignalService
 from tests.engine import workflow_targets as t
 
 

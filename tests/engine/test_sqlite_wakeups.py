@@ -19,8 +19,8 @@ from dependency_injector import providers
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import NodeEntity
-from ratchet_core.cluster import DATABASE_SOURCE, sqlite_database
-from ratchet_core.cluster_sqlite import SqliteFileClusterCoordinator
+from ratchet_core.cluster.coordination import DATABASE_SOURCE, sqlite_database
+from ratchet_core.cluster.sqlite import SqliteFileClusterCoordinator
 from ratchet_core.defaults.cluster import NoOpClusterCoordinator
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
@@ -166,7 +166,7 @@ def test_file_events_report_the_databases_files_only_and_can_be_interrupted(
 ) -> None:
     import threading
 
-    from ratchet_core.cluster_sqlite import DirectoryEvents
+    from ratchet_core.cluster.sqlite import DirectoryEvents
 
     database = tmp_path / "jobs.db"
     events = DirectoryEvents.open(str(database))

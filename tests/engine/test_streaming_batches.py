@@ -15,7 +15,7 @@ import pytest
 
 from ratchet_api.errors import BatchChunkError, InvalidJobError
 from ratchet_api.store import BatchStatus, BatchStore, JobQuery, JobQueryStore
-from ratchet_core.streaming import BatchChunkFailure, streaming_batch_id
+from ratchet_core.features.streaming import BatchChunkFailure, streaming_batch_id
 from tests.engine import batch_targets as bt
 from tests.engine.conftest import build_container, migrate
 

@@ -12,7 +12,7 @@ from dependency_injector import providers
 from ratchet_api import Priority
 from ratchet_api.model import JobInvocation, JobStatus
 from ratchet_api.spi import JobInvocationResolver, TargetLoader
-from ratchet_core.invocation import DefaultJobInvocationResolver
+from ratchet_core.enqueue.invocation import DefaultJobInvocationResolver
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from ratchet_api.model import JobStatus
 from ratchet_api.spi.runtime import AfterCommitResult
 from ratchet_api.store.protocols import JobStore
-from ratchet_core.scheduler import SchedulerService
-from ratchet_core.transactions import DefaultAfterCommitRegistrar
+from ratchet_core.defaults.transactions import DefaultAfterCommitRegistrar
+from ratchet_core.enqueue.scheduler import SchedulerService
 from tests.conftest import PGBOUNCER, SQL_BACKENDS, backend_url
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate

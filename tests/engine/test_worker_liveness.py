@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet_core.logs import flush_queued_logging, start_queued_logging
+from ratchet_core.observability.logs import flush_queued_logging, start_queued_logging
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 

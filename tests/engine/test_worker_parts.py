@@ -13,7 +13,7 @@ from dependency_injector import providers
 
 from ratchet_api.errors import TargetNotImportableError
 from ratchet_api.model import ExecutionKind, JobInvocation
-from ratchet_core.payload import encode_invocation
+from ratchet_core.payload.forms import encode_invocation
 from ratchet_core.worker.execution import ClaimedJob, GateKey
 from ratchet_core.worker.executor import Attempt, JobExecutor
 from ratchet_tck.memory import InMemoryJobStore

@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from ratchet_api.model import BackoffPolicy, JobLoggerContext, JobStatus
 from ratchet_api.store.protocols import JobExtensionStore
-from ratchet_core.context import RunningJobContext
 from ratchet_core.defaults.retry import DefaultRetryPolicy
-from ratchet_core.retry import decide_retry
+from ratchet_core.worker.context import RunningJobContext
+from ratchet_core.worker.retry import decide_retry
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from ratchet_core.workflow.settle import WorkflowSettler
+from ratchet_core.features.workflow.settle import WorkflowSettler
 
 _marker = os.environ.get("RATCHET_TEST_STALL_MARKER")
 

@@ -61,8 +61,8 @@ def test_committed_enqueue_is_run_by_the_worker_command(backend: str) -> None:
 def test_store_defaults_to_the_followed_django_database(backend: str) -> None:
     from django.db import connections
 
-    from ratchet_core.config import STORE_URL
     from ratchet_core.contrib.django.conf import database_url
+    from ratchet_core.runtime.config import STORE_URL
 
     url = get_container().settings().get(STORE_URL)
 
@@ -251,7 +251,7 @@ def test_encrypted_tasks_run_and_read_back_through_django() -> None:
 
     from django_tasks import TaskResultStatus, default_task_backend
 
-    from ratchet_core.envelope import is_envelope
+    from ratchet_core.payload.envelope import is_envelope
     from tests.integrations.django_project.shop.jobs import explode, multiply
 
     key = f"k1:{base64.b64encode(os.urandom(32)).decode()}"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ratchet_api.model import JobStatus
-from ratchet_core.stores import open_store
+from ratchet_core.runtime.stores import open_store
 
 ROOT = Path(__file__).parents[2]
 SETTINGS = "tests.integrations.django_project.worker_settings"

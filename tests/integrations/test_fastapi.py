@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ratchet_api.store.protocols import SchemaManager
-from ratchet_core.container import RatchetContainer
 from ratchet_core.contrib.fastapi import Scheduler
-from ratchet_core.stores import open_store
+from ratchet_core.runtime.container import RatchetContainer
+from ratchet_core.runtime.stores import open_store
 from tests.integrations.fastapi_app import create_app
 
 

@@ -51,7 +51,7 @@ def _burst(app: Flask) -> str:
 
 
 def test_store_defaults_to_the_flask_sqlalchemy_database(app: Flask, db_url: str) -> None:
-    from ratchet_core.config import STORE_URL
+    from ratchet_core.runtime.config import STORE_URL
 
     assert get_state(app).container.settings().get(STORE_URL) == db_url
 

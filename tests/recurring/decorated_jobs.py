@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ratchet_core.recurring import recurring
+from ratchet_core.features.recurring import recurring
 
 DECORATED_ID = "tests-decorated-every-hour"
 

@@ -14,10 +14,10 @@ import pytest
 from ratchet_api.errors import ConfigurationError, InvalidScheduleError, InvalidTargetError
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobQuery, MisfirePolicy
-from ratchet_core.config import DefaultRatchetConfig, DictConfigSource, TomlFileConfigSource
-from ratchet_core.recurring import recurring
-from ratchet_core.recurring.declarations import REGISTRY, DeclarationRegistry, from_config
-from ratchet_core.recurring.template import decode_template
+from ratchet_core.features.recurring import recurring
+from ratchet_core.features.recurring.declarations import REGISTRY, DeclarationRegistry, from_config
+from ratchet_core.features.recurring.template import decode_template
+from ratchet_core.runtime.config import DefaultRatchetConfig, DictConfigSource, TomlFileConfigSource
 from tests.engine.conftest import build_container, migrate
 from tests.recurring import targets
 
@@ -81,7 +81,7 @@ def test_config_from_flask_app_config() -> None:
 def test_config_from_the_environment_as_json() -> None:
     import json
 
-    from ratchet_core.config import EnvironmentConfigSource
+    from ratchet_core.runtime.config import EnvironmentConfigSource
 
     env = {"RATCHET_RECURRING": json.dumps([ENTRY])}
     check_entry(config_of(EnvironmentConfigSource(env)))

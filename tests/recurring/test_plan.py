@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ratchet_api.store.entities import MisfirePolicy, RecurringJobEntity
-from ratchet_core.recurring.schedule import interval_expression, parse_schedule
-from ratchet_core.recurring.sweeper import plan
+from ratchet_core.features.recurring.schedule import interval_expression, parse_schedule
+from ratchet_core.features.recurring.sweeper import plan
 
 T0 = datetime(2026, 6, 1, 3, 0, tzinfo=UTC)
 GRACE = timedelta(seconds=60)

@@ -11,9 +11,9 @@ import attrs
 import pytest
 
 from ratchet_api.store.protocols import RecurringJobStore
-from ratchet_core.recurring.runner import metrics_hook
-from ratchet_core.recurring.settings import RecurringSettings
-from ratchet_core.recurring.sweeper import RecurringSweeper
+from ratchet_core.features.recurring.runner import metrics_hook
+from ratchet_core.features.recurring.settings import RecurringSettings
+from ratchet_core.features.recurring.sweeper import RecurringSweeper
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_metrics_statsd import received
 from tests.recurring import targets

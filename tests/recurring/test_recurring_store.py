@@ -23,10 +23,10 @@ from ratchet_api.errors import (
 from ratchet_api.model import JobPriority, JobStatus, JobType
 from ratchet_api.store.entities import JobEntity, JobQuery, MisfirePolicy
 from ratchet_api.store.protocols import JobQueryStore, JobStore, RecurringJobStore
-from ratchet_core.recurring.schedule import parse_schedule
-from ratchet_core.recurring.settings import RecurringSettings
-from ratchet_core.recurring.sweeper import RecurringSweeper, plan
-from ratchet_core.recurring.template import decode_template, job_for, run_tag, slot_key
+from ratchet_core.features.recurring.schedule import parse_schedule
+from ratchet_core.features.recurring.settings import RecurringSettings
+from ratchet_core.features.recurring.sweeper import RecurringSweeper, plan
+from ratchet_core.features.recurring.template import decode_template, job_for, run_tag, slot_key
 from tests.conftest import ALL_BACKENDS, PGBOUNCER, backend_url
 from tests.recurring import targets
 

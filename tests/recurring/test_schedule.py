@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from ratchet_api.errors import InvalidJobError, InvalidScheduleError
-from ratchet_core.recurring.schedule import interval_expression, parse_schedule
+from ratchet_core.features.recurring.schedule import interval_expression, parse_schedule
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -93,7 +93,7 @@ def _ratchet(python: Path, cwd: Path, url: str, *args: str) -> subprocess.Comple
 
 def test_the_installed_store_is_found_by_its_entry_point(fresh_venv: Path, tmp_path: Path) -> None:
     code = (
-        "from ratchet_core.stores import store_entry_points\n"
+        "from ratchet_core.runtime.stores import store_entry_points\n"
         "ep = store_entry_points()['v1sqlite']\n"
         "print(ep.value, ep.dist.name if ep.dist else None)\n"
         "import ratchet_v1_sqlite; print(ratchet_v1_sqlite.__file__)\n"

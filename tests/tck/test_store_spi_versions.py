@@ -1,4 +1,4 @@
-"""The store SPI version checks (``ratchet_api.store.versions``, ``ratchet_core.store_compat``):
+"""The store SPI version checks (``ratchet_api.store.versions``, ``ratchet_core.runtime.store_compat``):
 a store of another major version is refused naming both versions and the migration guide; a
 store of an older minor version is accepted, adapted, with the disabled features named in the
 log and in ``ratchet health``; the adapter's fallbacks keep the 1.0 guarantees on the real
@@ -44,15 +44,15 @@ from ratchet_api.store.versions import (
     declared_spi_version,
     parse_spi_version,
 )
-from ratchet_core.health import check_health
-from ratchet_core.store_compat import (
+from ratchet_core.observability.health import check_health
+from ratchet_core.runtime.store_compat import (
     SpiCompatStore,
     adapt_store,
     check_store_spi,
     named_priority,
     spi_status,
 )
-from ratchet_core.stores import open_store
+from ratchet_core.runtime.stores import open_store
 from ratchet_tck.fixture import SAMPLE_TARGET, now_ms
 from ratchet_tck.memory import InMemoryJobStore
 from tests.tck.v1_support import V1_STORE, import_v1_store
@@ -145,7 +145,7 @@ def test_open_store_refuses_another_major_and_closes_the_store(
         opened.append(_Declaring((2, 0)))
         return opened[-1]
 
-    import ratchet_core.stores as stores
+    import ratchet_core.runtime.stores as stores
 
     class _EntryPoint:
         value = "tests:open_v2"
@@ -165,7 +165,7 @@ def test_the_current_and_a_newer_minor_version_run_unchanged(
     current = InMemoryJobStore()
     assert adapt_store(current) is current
     newer = _Declaring((STORE_SPI.major, STORE_SPI.minor + 1))
-    with caplog.at_level(logging.INFO, logger="ratchet_core.store_compat"):
+    with caplog.at_level(logging.INFO, logger="ratchet_core.runtime.store_compat"):
         assert adapt_store(newer) is newer
     assert "newer than this Ratchet's" in caplog.text
 
@@ -173,7 +173,7 @@ def test_the_current_and_a_newer_minor_version_run_unchanged(
 def test_an_older_minor_version_is_adapted_with_the_disabled_features_named(
     v1: V1SqliteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="ratchet_core.store_compat"):
+    with caplog.at_level(logging.WARNING, logger="ratchet_core.runtime.store_compat"):
         store = adapt_store(v1)  # type: ignore[arg-type]
     assert isinstance(store, SpiCompatStore) and store.inner is v1
     assert isinstance(store, JobStore)  # the engine sees today's protocol

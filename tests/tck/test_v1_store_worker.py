@@ -16,7 +16,7 @@ import pytest
 from ratchet_api.errors import UnsupportedCapabilityError
 from ratchet_api.model import JobPriority, JobStatus
 from ratchet_api.store.entities import NodeEntity
-from ratchet_core.store_compat import SpiCompatStore, spi_status
+from ratchet_core.runtime.store_compat import SpiCompatStore, spi_status
 from tests.engine import targets
 from tests.engine.conftest import build_container
 from tests.engine.worker_fixtures import make_worker, wait_for
@@ -33,7 +33,7 @@ def v1_container(
     container = build_container(
         f"v1sqlite:///{tmp_path / 'worker.db'}", **{"cluster.backend": "none"}
     )
-    with caplog.at_level(logging.WARNING, logger="ratchet_core.store_compat"):
+    with caplog.at_level(logging.WARNING, logger="ratchet_core.runtime.store_compat"):
         store = container.job_store()
     assert "implements store SPI 1.0 (this Ratchet: 1.1)" in caplog.text
     yield container

@@ -26,7 +26,7 @@ def import_v1_store() -> None:
 def v1_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     """Add the v1 store's entry point to the installed ones (as its pyproject declares it)."""
     import_v1_store()
-    import ratchet_core.stores as stores
+    import ratchet_core.runtime.stores as stores
 
     installed = stores.store_entry_points
 

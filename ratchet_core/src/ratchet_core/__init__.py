@@ -27,20 +27,25 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # First: imports dependency-injector without the web frameworks it would pull in (see _lean).
-from ratchet_core import _lean  # noqa: F401  # isort: skip
-from ratchet_core.alternatives import SpiDescription, alternative
-from ratchet_core.container import (
+from ratchet_core.runtime import _lean  # noqa: F401  # isort: skip
+from ratchet_core import _moved  # isort: skip
+
+from ratchet_core.enqueue.invocation import circuit_breaker
+from ratchet_core.runtime.alternatives import SpiDescription, alternative
+from ratchet_core.runtime.container import (
     RatchetContainer,
     RatchetDynamicContainer,
     create_container,
     find_ratchet_container,
 )
-from ratchet_core.invocation import circuit_breaker
+
+# pre-0.3 module paths (ratchet_core.scheduler, ...) resolve to their new folders
+_moved.install()
 
 if TYPE_CHECKING:
     from ratchet_api.scheduler import JobScheduler
-    from ratchet_core.scheduler import SchedulerService
-    from ratchet_core.stores import open_store
+    from ratchet_core.enqueue.scheduler import SchedulerService
+    from ratchet_core.runtime.stores import open_store
     from ratchet_core.worker import Worker, WorkerStats
 
     def _scheduler_service_is_a_job_scheduler(service: SchedulerService) -> JobScheduler:
@@ -48,10 +53,10 @@ if TYPE_CHECKING:
 
 
 _LAZY = {
-    "SchedulerService": "ratchet_core.scheduler",
+    "SchedulerService": "ratchet_core.enqueue.scheduler",
     "Worker": "ratchet_core.worker",
     "WorkerStats": "ratchet_core.worker",
-    "open_store": "ratchet_core.stores",
+    "open_store": "ratchet_core.runtime.stores",
 }
 
 

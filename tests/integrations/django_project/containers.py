@@ -7,8 +7,8 @@ from dependency_injector import containers, providers
 
 from ratchet_api.priority import Priority
 from ratchet_api.spi import RetryPolicy
-from ratchet_core.container import RatchetContainer, find_ratchet_container
 from ratchet_core.defaults.retry import DefaultRetryPolicy
+from ratchet_core.runtime.container import RatchetContainer, find_ratchet_container
 
 
 class ProjectRetryPolicy(DefaultRetryPolicy):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ratchet_api.priority import Priority
 from ratchet_api.spi import RetryPolicy
-from ratchet_core.alternatives import alternative
 from ratchet_core.defaults.retry import DefaultRetryPolicy
+from ratchet_core.runtime.alternatives import alternative
 
 
 @alternative(RetryPolicy, priority=Priority.APPLICATION)

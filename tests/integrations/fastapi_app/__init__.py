@@ -7,8 +7,8 @@ from uuid import UUID
 
 from fastapi import FastAPI
 
-from ratchet_core.container import RatchetContainer
 from ratchet_core.contrib.fastapi import Scheduler, aenqueue, arun_sync, ratchet_lifespan
+from ratchet_core.runtime.container import RatchetContainer
 from tests.integrations.fastapi_app.jobs import slugify
 
 

@@ -6,8 +6,8 @@ from dependency_injector import containers, providers
 
 from ratchet_api.priority import Priority
 from ratchet_api.spi import ErrorSanitizer
-from ratchet_core.container import RatchetContainer, find_ratchet_container
 from ratchet_core.defaults.security import DefaultErrorSanitizer
+from ratchet_core.runtime.container import RatchetContainer, find_ratchet_container
 
 
 class ShopErrorSanitizer(DefaultErrorSanitizer):

@@ -6,7 +6,7 @@ from dependency_injector.wiring import Provide, inject
 from flask import jsonify
 from flask.typing import ResponseReturnValue
 
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
 from tests.integrations.flask_app.containers import AppContainer
 from tests.integrations.flask_app.jobs import shout
 

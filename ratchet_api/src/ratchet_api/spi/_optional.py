@@ -8,7 +8,7 @@ the default:
   Python form of ``implements``) inherits the default bodies;
 * a class that does not (structural typing) may leave optional members out: the container
   completes the instance it hands out with the protocol's defaults (see
-  ``ratchet_core.alternatives``).
+  ``ratchet_core.runtime.alternatives``).
 
 Every other member is required: an alternative lacking one is refused at registration with
 ``NonConformingAlternativeError`` naming it.

@@ -22,7 +22,7 @@ import attrs
 import click
 
 from ratchet_api.errors import RatchetError
-from ratchet_core.container import (
+from ratchet_core.runtime.container import (
     RatchetDynamicContainer,
     create_container,
     find_ratchet_container,
@@ -130,8 +130,8 @@ class CliState:
         elif self.settings != self._applied:
             # A framework's container, built before the command's options were known
             # (``flask ratchet worker -c 8``): the options become its highest-precedence source.
-            from ratchet_core.config import DictConfigSource
             from ratchet_core.contrib import insert_config_source
+            from ratchet_core.runtime.config import DictConfigSource
 
             pending = {k: v for k, v in self.settings.items() if self._applied.get(k) != v}
             source = DictConfigSource(pending)

@@ -10,10 +10,10 @@ import click
 from rich.table import Table
 
 from ratchet_api.store.entities import BatchEntity, BatchStatus
-from ratchet_core.batches import require_batch_store
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
 from ratchet_core.cli.safe import shown
+from ratchet_core.features.batches import require_batch_store
 
 
 def _batch_dict(batch: BatchEntity) -> dict[str, Any]:

@@ -15,17 +15,17 @@ import click
 
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobQuery
-from ratchet_core.bulk import BulkAction, BulkResult
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, parse_job_id, ratchet_errors, url_option
-from ratchet_core.config import parse_duration
-from ratchet_core.retention import (
+from ratchet_core.enqueue.bulk import BulkAction, BulkResult
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.features.retention import (
     Retention,
     RetentionPolicy,
     RetentionReport,
     parse_retention,
 )
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.runtime.config import parse_duration
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> timedelta | None:

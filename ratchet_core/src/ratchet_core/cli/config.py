@@ -13,8 +13,8 @@ import click
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import console, ratchet_errors
 from ratchet_core.cli.safe import shown
-from ratchet_core.config import KEYS, DefaultRatchetConfig, import_key_modules
 from ratchet_core.defaults.security import ALLOW_ALL_WARNING, allows_everything, redact
+from ratchet_core.runtime.config import KEYS, DefaultRatchetConfig, import_key_modules
 
 _SECRET_NAME = re.compile(r"key|secret|password|token|credential", re.IGNORECASE)
 

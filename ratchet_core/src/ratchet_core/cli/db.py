@@ -61,8 +61,8 @@ def job_store(store_url: str | None, *, create: bool = False) -> JobStore:
 def store_origin(container: Any) -> str:
     """``<url> (store.url from <source>)``, password hidden: which store a command uses and
     which configuration source chose it (``default`` when none set it)."""
-    from ratchet_core.config import STORE_URL
-    from ratchet_core.stores import redact_url
+    from ratchet_core.runtime.config import STORE_URL
+    from ratchet_core.runtime.stores import redact_url
 
     settings = container.settings()
     return f"{redact_url(settings.get(STORE_URL))} (store.url from {settings.source_of(STORE_URL)})"
@@ -88,7 +88,7 @@ def require_existing_database(container: Any) -> None:
     not come from where the user thinks)."""
     import os
 
-    from ratchet_core.config import STORE_URL
+    from ratchet_core.runtime.config import STORE_URL
 
     if container.job_store.overridden:
         return  # the application supplies its store: store.url does not choose it

@@ -17,7 +17,7 @@ from ratchet_api.model import BackoffPolicy, JobStatus
 from ratchet_core import demo_jobs
 from ratchet_core.cli import CliState, get_container
 from ratchet_core.cli.db import console, ratchet_errors, schema_manager
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
 
 DEFAULT_DEMO_URL = "sqlite:///ratchet-demo.db"
 

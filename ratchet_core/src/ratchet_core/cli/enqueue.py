@@ -11,7 +11,7 @@ from ratchet_api.model import JobPriority
 from ratchet_core.cli import get_container, import_object
 from ratchet_core.cli.db import apply_url, ratchet_errors, require_existing_database, url_option
 from ratchet_core.defaults.security import ALLOW_ALL_WARNING, allows_everything
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
 
 
 def _json_or_text(value: str) -> Any:

@@ -10,7 +10,7 @@ import click
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, ratchet_errors, url_option
 from ratchet_core.defaults.security import ALLOW_ALL_WARNING, allows_everything
-from ratchet_core.health import check_health
+from ratchet_core.observability.health import check_health
 from ratchet_core.worker.settings import WORKER_NODE_TIMEOUT
 
 

@@ -16,7 +16,6 @@ from ratchet_api.errors import JobNotFoundError, RatchetError
 from ratchet_api.model import EncryptionSurface, JobDetail, JobStatus, priority_label
 from ratchet_api.store.entities import JobEntity, JobQuery
 from ratchet_api.store.protocols import JobAuditStore
-from ratchet_core.bulk import BulkAction
 from ratchet_core.cli import get_container
 from ratchet_core.cli.bulk import delete_jobs, filter_options, purge, run_filtered
 from ratchet_core.cli.db import (
@@ -28,8 +27,9 @@ from ratchet_core.cli.db import (
     url_option,
 )
 from ratchet_core.cli.safe import shown
-from ratchet_core.scheduler import SchedulerService
-from ratchet_core.workflow.view import draw, workflow_of
+from ratchet_core.enqueue.bulk import BulkAction
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.features.workflow.view import draw, workflow_of
 
 STATUS_STYLES = {
     JobStatus.SUCCEEDED: "green",

@@ -13,10 +13,10 @@ from ratchet_api.errors import EncryptionError
 from ratchet_api.store.protocols import JobStore
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, parse_job_id, ratchet_errors, url_option
-from ratchet_core.codec import PayloadCodec
-from ratchet_core.encryption import KEY_BYTES, KEY_ID_PATTERN
-from ratchet_core.keys import LocalKeyWrapper
-from ratchet_core.rotation import RECURRING, SURFACES, RotationReport, key_status, rotate
+from ratchet_core.payload.codec import PayloadCodec
+from ratchet_core.payload.encryption import KEY_BYTES, KEY_ID_PATTERN
+from ratchet_core.payload.keys import LocalKeyWrapper
+from ratchet_core.payload.rotation import RECURRING, SURFACES, RotationReport, key_status, rotate
 
 
 @click.group("keys")

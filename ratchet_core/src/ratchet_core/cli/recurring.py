@@ -17,9 +17,9 @@ from ratchet_api.store.entities import JobQuery, RecurringJobEntity
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
 from ratchet_core.cli.safe import shown
-from ratchet_core.payload import decode_invocation
-from ratchet_core.recurring.template import decode_template, run_tag
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.features.recurring.template import decode_template, run_tag
+from ratchet_core.payload.forms import decode_invocation
 
 
 def _scheduler(store_url: str | None) -> SchedulerService:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ratchet_core.logs import escape_controls
+from ratchet_core.observability.logs import escape_controls
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -15,7 +15,7 @@ import attrs
 import click
 
 from ratchet_api.errors import RatchetError
-from ratchet_core.process_signals import WorkerSignals
+from ratchet_core.runtime.process_signals import WorkerSignals
 
 
 def _status_line(worker: Any, started: float) -> Any:
@@ -136,7 +136,7 @@ class LoguruToLogging:
 
 
 def _configure_logging(level: str) -> logging.handlers.QueueListener:
-    from ratchet_core.logs import start_queued_logging_keeping_handlers
+    from ratchet_core.observability.logs import start_queued_logging_keeping_handlers
 
     # Rendering (seconds per rich traceback) happens on a listener thread, never on the
     # heartbeat, completion or job threads that log. An application's own logging setup
@@ -251,7 +251,7 @@ def worker_command(  # noqa: PLR0917 - click passes options positionally
         try:
             _run(ctx, burst, burst_timeout, status, signals)
         finally:
-            from ratchet_core.logs import stop_queued_logging
+            from ratchet_core.observability.logs import stop_queued_logging
 
             if bridge is not None:
                 bridge.uninstall()
@@ -312,7 +312,7 @@ def _run(
     signals: WorkerSignals,
 ) -> None:
     from ratchet_core.cli import get_container
-    from ratchet_core.stores import require_schema
+    from ratchet_core.runtime.stores import require_schema
     from ratchet_core.worker.settings import WORKER_MALLOC_ARENA_MAX
 
     state = ctx.find_root().obj
@@ -373,7 +373,7 @@ ABANDONED_EXIT_CODE = 3
 
 
 def _flush_logging() -> None:
-    from ratchet_core.logs import flush_queued_logging
+    from ratchet_core.observability.logs import flush_queued_logging
 
     flush_queued_logging()
     for stream in (sys.stdout, sys.stderr):

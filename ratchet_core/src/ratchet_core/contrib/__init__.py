@@ -13,7 +13,7 @@ from dependency_injector import providers
 
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.spi.runtime import RatchetConfigSource
-from ratchet_core.container import RatchetDynamicContainer
+from ratchet_core.runtime.container import RatchetDynamicContainer
 
 
 def flatten_settings(values: Mapping[str, Any], setting: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def flatten_settings(values: Mapping[str, Any], setting: str) -> dict[str, Any]:
 
 def new_ratchet_container(**kwargs: Any) -> RatchetDynamicContainer:
     """A new ``RatchetContainer`` instance (typed as the dynamic container it is)."""
-    from ratchet_core.container import RatchetContainer
+    from ratchet_core.runtime.container import RatchetContainer
 
     container: Any = RatchetContainer(**kwargs)
     assert isinstance(container, RatchetDynamicContainer)

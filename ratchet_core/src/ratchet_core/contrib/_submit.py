@@ -9,7 +9,7 @@ from uuid import UUID
 
 from ratchet_api.model import JobPriority
 from ratchet_api.scheduler import JobScheduler
-from ratchet_core.container import RatchetDynamicContainer
+from ratchet_core.runtime.container import RatchetDynamicContainer
 
 
 def submit_job(

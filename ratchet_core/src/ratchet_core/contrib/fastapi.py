@@ -31,7 +31,7 @@ import anyio.to_thread
 from starlette.requests import HTTPConnection
 
 from ratchet_api.scheduler import JobScheduler
-from ratchet_core.container import (
+from ratchet_core.runtime.container import (
     RatchetContainer,
     RatchetDynamicContainer,
     find_ratchet_container,

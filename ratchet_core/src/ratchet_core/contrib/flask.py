@@ -32,11 +32,11 @@ from flask import Flask, current_app
 from flask.cli import ScriptInfo
 
 from ratchet_api.scheduler import JobScheduler
-from ratchet_core.container import (
+from ratchet_core.contrib import insert_config_source, new_ratchet_container
+from ratchet_core.runtime.container import (
     RatchetDynamicContainer,
     find_ratchet_container,
 )
-from ratchet_core.contrib import insert_config_source, new_ratchet_container
 
 EXTENSION_KEY = "ratchet"
 CONFIG_PREFIX = "RATCHET_"
@@ -53,7 +53,7 @@ class FlaskConfigSource:
         self._app = app
 
     def get(self, property_name: str, environment_variable: str) -> str | None:
-        from ratchet_core.config import _to_raw
+        from ratchet_core.runtime.config import _to_raw
 
         value = self._app.config.get(environment_variable)
         if value is None and property_name == "store.url":
@@ -193,7 +193,7 @@ def session_transaction(app: Flask | None = None) -> Any:
     db = _sqlalchemy_extension(app)
     if db is None:
         return None
-    from ratchet_core.config import STORE_URL
+    from ratchet_core.runtime.config import STORE_URL
 
     state = get_state(app)
     if state.container.settings().get(STORE_URL) != sqlalchemy_url(app):

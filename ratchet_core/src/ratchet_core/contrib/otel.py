@@ -1,5 +1,5 @@
 """OpenTelemetry for Ratchet (extra ``ratchet-core[otel]``): metrics through the OTel API as a
-``MetricsCollector`` and the spans of :mod:`ratchet_core.tracing`.
+``MetricsCollector`` and the spans of :mod:`ratchet_core.observability.tracing`.
 
 ``metrics.backend = otel`` selects :class:`OpenTelemetryMetricsCollector`: the same metric
 names and tags as the statsd collector (docs/metrics.md), recorded as OTel counters and
@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any
 
-from ratchet_core.metrics import StatsdMetricsCollector
+from ratchet_core.observability.metrics import StatsdMetricsCollector
 
 _log = logging.getLogger("ratchet.metrics")
 

@@ -25,7 +25,7 @@ def create_dashboard(
     """The dashboard of ``container`` (a Ratchet container, or an application container nesting
     one). ``read_only`` None reads ``dashboard.read_only``; ``authorize(environ)`` guards every
     request (401), ``permission(action, job_id, environ)`` every action (403)."""
-    from ratchet_core.container import find_ratchet_container
+    from ratchet_core.runtime.container import find_ratchet_container
     from ratchet_core.worker.settings import WORKER_NODE_TIMEOUT
 
     ratchet = find_ratchet_container(container)

@@ -27,9 +27,9 @@ from ratchet_api.store.protocols import (
     JobStore,
     RecurringJobStore,
 )
-from ratchet_core.health import check_health
-from ratchet_core.payload import decode_invocation
-from ratchet_core.scheduler import SchedulerService
+from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.observability.health import check_health
+from ratchet_core.payload.forms import decode_invocation
 
 MASK = "••••••"
 ACTIONS = ("retry", "cancel", "pause", "resume", "delete")
@@ -307,7 +307,7 @@ class DashboardApi:
         }
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """Store reachable, schema current, nodes counted (see :mod:`ratchet_core.health`)."""
+        """Store reachable, schema current, nodes counted (see :mod:`ratchet_core.observability.health`)."""
         report = check_health(self._store, node_timeout=self._node_timeout)
         return report.ok, report.as_dict()
 

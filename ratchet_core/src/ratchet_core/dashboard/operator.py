@@ -26,7 +26,7 @@ from ratchet_api.store.protocols import (
     WorkflowConditionStore,
 )
 from ratchet_core.dashboard.api import MASK, ApiError, DashboardApi, summary
-from ratchet_core.payload import decode_invocation
+from ratchet_core.payload.forms import decode_invocation
 
 BULK_ACTIONS = ("retry", "cancel", "delete", "pause", "resume")
 MAX_BULK = 10_000

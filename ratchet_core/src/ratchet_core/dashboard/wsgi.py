@@ -25,9 +25,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ratchet_api.spi.runtime import RatchetConfigKey
-from ratchet_core.config import parse_bool, register_key
 from ratchet_core.dashboard.api import ApiError, DashboardApi
 from ratchet_core.dashboard.operator import OperatorApi
+from ratchet_core.runtime.config import parse_bool, register_key
 
 _log = logging.getLogger("ratchet.dashboard")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ratchet_api.model import JobWakeupHint, NodeIdentity, NodeTagFilter
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
-from ratchet_core.config import parse_optional_str, parse_str_list, register_key
+from ratchet_core.runtime.config import parse_optional_str, parse_str_list, register_key
 
 NODE_ID: RatchetConfigKey[str | None] = register_key(
     RatchetConfigKey(

@@ -8,8 +8,8 @@ from uuid import UUID
 
 from ratchet_api.model import JobInvocation, PollingConfig, ThreadingMode
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
-from ratchet_core.config import parse_int, register_key, register_pattern
 from ratchet_core.defaults.job_threads import DaemonThreadPool
+from ratchet_core.runtime.config import parse_int, register_key, register_pattern
 
 WORKER_CONCURRENCY = register_key(
     RatchetConfigKey(

@@ -26,8 +26,8 @@ from ratchet_api.spi import RatchetConfig
 from ratchet_api.store.entities import JobLogLine, LogLevel
 from ratchet_api.store.protocols import JobAuditStore
 from ratchet_core.defaults.security import redact
-from ratchet_core.limits import MAX_JOB_LOG_LINES
-from ratchet_core.logs import escape_controls
+from ratchet_core.observability.logs import escape_controls
+from ratchet_core.payload.limits import MAX_JOB_LOG_LINES
 
 _LOGURU_LEVELS = {
     LogLevel.TRACE: "TRACE",

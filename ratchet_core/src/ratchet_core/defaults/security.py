@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 
 from ratchet_api.model import MaskingContext
 from ratchet_api.spi import RatchetConfig, RatchetConfigKey
-from ratchet_core.config import parse_str_list, register_key
+from ratchet_core.runtime.config import parse_str_list, register_key
 
 ALLOWED_PACKAGES: RatchetConfigKey[tuple[str, ...]] = register_key(
     RatchetConfigKey(

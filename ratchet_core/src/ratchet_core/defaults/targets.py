@@ -11,7 +11,7 @@ from ratchet_api.model import LambdaDescriptor
 from ratchet_api.spi.payload import JobInvocationResolver, PayloadSerializer, TargetLoader
 from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import BeanResolver
-from ratchet_core.invocation import DefaultJobInvocationResolver
+from ratchet_core.enqueue.invocation import DefaultJobInvocationResolver
 
 
 def default_target_loader(

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from ratchet_api.spi import MetricsCollector, ResilienceStrategy
-from ratchet_core.flow_control import FlowControl
+from ratchet_core.features.flow_control import FlowControl
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.execution import ClaimedJob
 from ratchet_core.worker.outcome import CircuitOpen, Happened, Superseded, Throttled

@@ -46,7 +46,7 @@ import attrs
 from ratchet_api.spi.runtime import MetricsCollector
 from ratchet_api.store.entities import ExecutionRecord
 from ratchet_api.store.protocols import FlowControlStore, JobAuditStore, JobStore
-from ratchet_core.logs import one_line
+from ratchet_core.observability.logs import one_line
 from ratchet_core.worker.outcome import DeferReason, OutcomeKind
 from ratchet_core.worker.pending import PendingCompletion, PendingFailure, PendingWrite
 from ratchet_core.worker.store_retry import retry_transient, transient_predicate

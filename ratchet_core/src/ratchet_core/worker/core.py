@@ -57,10 +57,10 @@ from ratchet_api.spi import (
     TargetLoader,
 )
 from ratchet_api.store.protocols import JobStore
-from ratchet_core.codec import PayloadCodec
-from ratchet_core.logs import flush_queued_logging
-from ratchet_core.recurring.runner import start_recurring
-from ratchet_core.stores import require_schema
+from ratchet_core.features.recurring.runner import start_recurring
+from ratchet_core.observability.logs import flush_queued_logging
+from ratchet_core.payload.codec import PayloadCodec
+from ratchet_core.runtime.stores import require_schema
 from ratchet_core.worker.idle import is_idle
 from ratchet_core.worker.outcome import Shutdown
 from ratchet_core.worker.parts import Parts

@@ -35,12 +35,12 @@ from ratchet_api.spi import (
 )
 from ratchet_api.spi.runtime import ManagedBean
 from ratchet_api.store.protocols import JobExtensionStore
-from ratchet_core.authorization import authorization_request
-from ratchet_core.codec import PayloadCodec
-from ratchet_core.context import RunningJobContext
+from ratchet_core.defaults.authorization import authorization_request
 from ratchet_core.defaults.execution import NoOpPreExecutionArgResolver
-from ratchet_core.invocation import check_stored_target
-from ratchet_core.tracing import Tracing
+from ratchet_core.enqueue.invocation import check_stored_target
+from ratchet_core.observability.tracing import Tracing
+from ratchet_core.payload.codec import PayloadCodec
+from ratchet_core.worker.context import RunningJobContext
 from ratchet_core.worker.execution import ClaimedJob, GateKey
 from ratchet_core.worker.outcome import REFUSED
 from ratchet_core.worker.tracebacks import safe_sanitize

@@ -26,7 +26,7 @@ dead letter without having run.
 Jobs reset in step 1 whose attempts are exhausted are dead-lettered by the worker that claims
 them next, before they run (see ``Worker._prepare``).
 
-Further periodic work (retention, :mod:`ratchet_core.retention`) plugs in as
+Further periodic work (retention, :mod:`ratchet_core.features.retention`) plugs in as
 :class:`MaintenanceTask` objects run on the recovery thread (never on the heartbeat thread).
 """
 
@@ -44,8 +44,8 @@ from ratchet_api.model import NodeIdentity
 from ratchet_api.spi.runtime import StartupCoordinator
 from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore
-from ratchet_core.logs import is_transient, one_line
-from ratchet_core.recurring.sweeper import RecurringSweeper
+from ratchet_core.features.recurring.sweeper import RecurringSweeper
+from ratchet_core.observability.logs import is_transient, one_line
 
 _log = logging.getLogger("ratchet.worker")
 

@@ -41,7 +41,7 @@ from ratchet_api.errors import (
 )
 from ratchet_api.model import BackoffPolicy
 from ratchet_api.spi import RetryPolicy
-from ratchet_core.retry import decide_retry
+from ratchet_core.worker.retry import decide_retry
 
 _log = logging.getLogger("ratchet.worker")
 

@@ -39,13 +39,14 @@ from ratchet_api.spi import (
 )
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import JobAuditStore, JobExtensionStore, JobQueryStore, JobStore
-from ratchet_core.authorization import effective_policy
-from ratchet_core.batches import BatchTracker
-from ratchet_core.codec import PayloadCodec
+from ratchet_core.defaults.authorization import effective_policy
 from ratchet_core.defaults.execution import concurrency_key
-from ratchet_core.flow_control import FlowControl
-from ratchet_core.retention import RetentionTask
-from ratchet_core.tracing import tracing_from_config
+from ratchet_core.features.batches import BatchTracker
+from ratchet_core.features.flow_control import FlowControl
+from ratchet_core.features.retention import RetentionTask
+from ratchet_core.features.workflow.driver import WorkflowDriver, create_driver
+from ratchet_core.observability.tracing import tracing_from_config
+from ratchet_core.payload.codec import PayloadCodec
 from ratchet_core.worker.admission import Admission
 from ratchet_core.worker.completion import CompletionBatcher, PendingWrite
 from ratchet_core.worker.dispatch import DispatchMarks
@@ -61,7 +62,6 @@ from ratchet_core.worker.settings import WorkerSettings
 from ratchet_core.worker.stats import Counters, WorkerStats
 from ratchet_core.worker.subscribers import WorkerSubscriber
 from ratchet_core.worker.table import ClaimedJobs
-from ratchet_core.workflow.driver import WorkflowDriver, create_driver
 
 _log = logging.getLogger("ratchet.worker")
 

@@ -1,6 +1,6 @@
 """The poller's circuit breaker: claims stop hammering a failing store.
 
-Every claim runs through one :class:`~ratchet_core.resilience.CircuitBreaker` configured by the
+Every claim runs through one :class:`~ratchet_core.defaults.resilience.CircuitBreaker` configured by the
 ``CircuitBreakerConfigProvider``'s POLLER profile (``circuit_breaker.poller.*``). A failed claim
 counts against it; while it is OPEN the poller does not claim and waits until trial claims are
 allowed (``circuit_breaker.poller.wait_duration``). Its state changes are reported to
@@ -18,7 +18,7 @@ from typing import TypeVar
 from ratchet_api.errors import CircuitBreakerOpenError
 from ratchet_api.model import CircuitBreakerExceptionFilter, CircuitBreakerProfile
 from ratchet_api.spi import CircuitBreakerConfigProvider, MetricsCollector
-from ratchet_core.resilience import CircuitBreaker, CircuitState
+from ratchet_core.defaults.resilience import CircuitBreaker, CircuitState
 
 _log = logging.getLogger("ratchet.worker")
 

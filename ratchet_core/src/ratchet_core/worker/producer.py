@@ -20,7 +20,7 @@ import attrs
 from ratchet_api.errors import CircuitBreakerOpenError
 from ratchet_api.spi import MetricsCollector, PollingStrategyProvider
 from ratchet_api.store.entities import JobEntity
-from ratchet_core.logs import one_line
+from ratchet_core.observability.logs import one_line
 from ratchet_core.worker.execution import ClaimedJob
 from ratchet_core.worker.poller_guard import PollerGuard
 from ratchet_core.worker.settings import WorkerSettings

@@ -27,9 +27,9 @@ from ratchet_api.errors import CircuitBreakerOpenError
 from ratchet_api.model import JobStatus
 from ratchet_api.spi import ErrorSanitizer, MetricsCollector, ResultPersistenceStrategy, RetryPolicy
 from ratchet_api.store.entities import Completion, ExecutionRecord
-from ratchet_core.codec import PayloadCodec
-from ratchet_core.flow_control import FlowControl
-from ratchet_core.payload import decode_backoff
+from ratchet_core.features.flow_control import FlowControl
+from ratchet_core.payload.codec import PayloadCodec
+from ratchet_core.payload.forms import decode_backoff
 from ratchet_core.worker.admission import Admission
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingWrite
 from ratchet_core.worker.dispatch import DispatchMarks

@@ -8,7 +8,8 @@ import attrs
 
 from ratchet_api.model import PollingConfig
 from ratchet_api.spi.runtime import RatchetConfig, RatchetConfigKey
-from ratchet_core.config import (
+from ratchet_core.defaults.execution import WORKER_CONCURRENCY
+from ratchet_core.runtime.config import (
     parse_bool,
     parse_duration,
     parse_float,
@@ -16,7 +17,6 @@ from ratchet_core.config import (
     parse_str_list,
     register_key,
 )
-from ratchet_core.defaults.execution import WORKER_CONCURRENCY
 
 
 def _parse_prefetch(raw: str) -> int | None:

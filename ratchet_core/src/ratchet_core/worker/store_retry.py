@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ratchet_core.logs import is_transient
+from ratchet_core.observability.logs import is_transient
 
 T = TypeVar("T")
 

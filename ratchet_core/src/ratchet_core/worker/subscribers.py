@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from ratchet_core.batches import BatchTracker
+from ratchet_core.features.batches import BatchTracker
+from ratchet_core.features.workflow.driver import WorkflowDriver
 from ratchet_core.worker.completion import PendingCompletion, PendingWrite
 from ratchet_core.worker.outcome import DeferReason, OutcomeKind
 from ratchet_core.worker.stats import Counters
 from ratchet_core.worker.table import ClaimedJobs
-from ratchet_core.workflow.driver import WorkflowDriver
 
 _log = logging.getLogger("ratchet.worker")
 

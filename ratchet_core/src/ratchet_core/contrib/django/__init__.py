@@ -27,8 +27,8 @@ from ratchet_core.contrib.django import early as _early  # noqa: F401  # isort: 
 
 if TYPE_CHECKING:
     from ratchet_api.scheduler import JobScheduler
-    from ratchet_core.container import RatchetDynamicContainer
     from ratchet_core.contrib.django.apps import RatchetAppConfig
+    from ratchet_core.runtime.container import RatchetDynamicContainer
 
 
 def app_config() -> RatchetAppConfig:

@@ -10,7 +10,7 @@ from django.apps import AppConfig
 from django.conf import settings
 from django.db.models.signals import post_migrate
 
-from ratchet_core.container import RatchetDynamicContainer
+from ratchet_core.runtime.container import RatchetDynamicContainer
 
 
 class RatchetAppConfig(AppConfig):

@@ -24,14 +24,14 @@ from django.core import checks
 from ratchet_api.errors import ConfigurationError, DeploymentError, RatchetError, StoreError
 
 _KEY_MODULES = (
-    "ratchet_core.stores",
-    "ratchet_core.scheduler",
+    "ratchet_core.runtime.stores",
+    "ratchet_core.enqueue.scheduler",
     "ratchet_core.worker",
-    "ratchet_core.cluster",
-    "ratchet_core.metrics",
-    "ratchet_core.retry",
-    "ratchet_core.resilience",
-    "ratchet_core.encryption",
+    "ratchet_core.cluster.coordination",
+    "ratchet_core.observability.metrics",
+    "ratchet_core.worker.retry",
+    "ratchet_core.defaults.resilience",
+    "ratchet_core.payload.encryption",
     "ratchet_core.defaults.security",
     "ratchet_core.defaults.execution",
     "ratchet_core.defaults.cluster",
@@ -40,7 +40,7 @@ _KEY_MODULES = (
 
 
 def _known_keys() -> tuple[set[str], tuple[str, ...]]:
-    from ratchet_core.config import KEYS, PATTERN_KEYS
+    from ratchet_core.runtime.config import KEYS, PATTERN_KEYS
 
     for module in _KEY_MODULES:
         try:
@@ -62,9 +62,9 @@ def check_ratchet_settings(
     app_configs: Sequence[Any] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """Build the Ratchet container and open its store; report what fails with a Ratchet id."""
-    from ratchet_core.config import KEYS
     from ratchet_core.contrib.django import app_config
     from ratchet_core.contrib.django.conf import DjangoSettingsSource, ratchet_settings
+    from ratchet_core.runtime.config import KEYS
 
     messages: list[checks.CheckMessage] = []
     try:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.spi.runtime import RatchetConfigKey
-from ratchet_core.config import _to_raw, parse_bool, parse_str, register_key
+from ratchet_core.runtime.config import _to_raw, parse_bool, parse_str, register_key
 
 DATABASE = register_key(
     RatchetConfigKey(

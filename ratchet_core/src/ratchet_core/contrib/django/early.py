@@ -4,7 +4,7 @@ Django imports the installed apps (``django.setup()``) before it even looks the 
 command up, and a project's apps can take a while to import. A SIGTERM meanwhile would find
 Python's default handler and end the worker with -15; so, when the process is
 ``manage.py ratchet_worker`` (``sys.argv[1]``, the subcommand Django runs), the handlers of
-:class:`~ratchet_core.process_signals.WorkerSignals` are installed as this package is imported
+:class:`~ratchet_core.runtime.process_signals.WorkerSignals` are installed as this package is imported
 (standard library only), and the command takes them over.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from ratchet_core.process_signals import WorkerSignals
+from ratchet_core.runtime.process_signals import WorkerSignals
 
 COMMAND = "ratchet_worker"
 

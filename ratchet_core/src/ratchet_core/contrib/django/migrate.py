@@ -7,7 +7,7 @@ from typing import Any
 
 from ratchet_api.errors import RatchetError
 from ratchet_api.store.protocols import SchemaManager
-from ratchet_core.container import RatchetDynamicContainer
+from ratchet_core.runtime.container import RatchetDynamicContainer
 
 
 def upgrade_schema(container: RatchetDynamicContainer, revision: str = "head") -> bool:

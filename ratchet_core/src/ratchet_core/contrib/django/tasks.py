@@ -325,8 +325,8 @@ class RatchetTaskBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult[Any]:
-        from ratchet_core.codec import PayloadCodec
         from ratchet_core.contrib.django import get_container, get_scheduler
+        from ratchet_core.payload.codec import PayloadCodec
 
         try:
             job_id = UUID(str(result_id))

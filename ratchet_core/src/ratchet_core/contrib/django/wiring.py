@@ -12,12 +12,6 @@ from django.utils.module_loading import import_string
 from ratchet_api.errors import ConfigurationError
 from ratchet_api.priority import Priority
 from ratchet_api.spi.runtime import AfterCommitRegistrar
-from ratchet_core.config import STORE_URL
-from ratchet_core.container import (
-    RatchetDynamicContainer,
-    find_ratchet_container,
-    lazy,
-)
 from ratchet_core.contrib import new_ratchet_container
 from ratchet_core.contrib.django.conf import (
     CONTAINER_SETTING,
@@ -26,6 +20,12 @@ from ratchet_core.contrib.django.conf import (
     DjangoSettingsSource,
     database_url,
     ratchet_settings,
+)
+from ratchet_core.runtime.config import STORE_URL
+from ratchet_core.runtime.container import (
+    RatchetDynamicContainer,
+    find_ratchet_container,
+    lazy,
 )
 
 ORIGIN = "ratchet Django integration"
@@ -112,7 +112,7 @@ def build_container() -> tuple[RatchetDynamicContainer, bool, Any]:
             providers.Singleton(
                 lazy("ratchet_core.contrib.django.transactions.DjangoAfterCommitRegistrar"),
                 fallback=providers.Singleton(
-                    lazy("ratchet_core.transactions.DefaultAfterCommitRegistrar")
+                    lazy("ratchet_core.defaults.transactions.DefaultAfterCommitRegistrar")
                 ),
                 default_alias=providers.Object(lambda: wiring["alias"]),
             ),

@@ -11,7 +11,7 @@ delivers notifications when the inserting transaction commits and drops them whe
 back, so every enqueue (from any process, any language, plain SQL or ``COPY``) wakes idle
 workers after its commit, and a rollback wakes nobody. Statement level: a bulk insert of 10,000
 jobs costs one trigger call, not 10,000. The payload is the wake-up message of
-``ratchet_core.cluster`` with the source node ``database``. Other databases: nothing (their
+``ratchet_core.cluster.coordination`` with the source node ``database``. Other databases: nothing (their
 workers rely on the Python publisher or polling).
 """
 
