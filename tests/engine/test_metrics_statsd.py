@@ -11,8 +11,8 @@ from uuid import uuid4
 import pytest
 
 from ratchet_api.model import JobPriority, JobType
+from ratchet_core.defaults.metrics import create_metrics_collector
 from ratchet_core.observability.metrics import StatsdMetricsCollector, metric_name
-from ratchet_core.observability.metrics_backend import create_metrics_collector
 from ratchet_core.runtime.config import DefaultRatchetConfig
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate

@@ -39,7 +39,7 @@ from ratchet_core.runtime.container import (
     find_ratchet_container,
 )
 
-# pre-0.3 module paths (ratchet_core.scheduler, ...) resolve to their new folders
+# the module paths of before 0.3 resolve to their new folders (docs/code-map.md)
 _moved.install()
 
 if TYPE_CHECKING:

@@ -50,7 +50,7 @@ MOVED: dict[str, str] = {
     "flow_control": "features.flow_control",
     "retention": "features.retention",
     "metrics": "observability.metrics",
-    "metrics_backend": "observability.metrics_backend",
+    "metrics_backend": "defaults.metrics",
     "tracing": "observability.tracing",
     "logs": "observability.logs",
     "health": "observability.health",
@@ -120,4 +120,6 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
 def install() -> None:
     """Put the finder on ``sys.meta_path`` once."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        # first: a submodule of an aliased package (ratchet_core.recurring.service) would
+        # otherwise be found again by the path finder under its old name, as a second copy
+        sys.meta_path.insert(0, MovedModuleFinder())

@@ -61,6 +61,25 @@ _stderr_sink = [0]
 """Id of loguru's stderr sink: 0 (loguru's default) until :class:`LoguruToLogging` put it back."""
 
 
+# the folders by role (0.3) are not part of logger names: ratchet_core.observability.metrics
+# logs as ratchet.metrics and ratchet_core.features.recurring.sweeper as ratchet.recurring.sweeper,
+# as they did when the modules sat on one floor
+_ROLE_FOLDERS = ("enqueue.", "payload.", "features.", "observability.", "runtime.", "defaults.")
+
+
+def logger_name(module: str) -> str:
+    """The standard-logging name of a loguru record from ``module``: ``ratchet.<module>``
+    without the ``ratchet_core`` package and its role folder."""
+    if not module.startswith("ratchet_core."):
+        return module
+    rest = module[len("ratchet_core.") :]
+    for folder in _ROLE_FOLDERS:
+        if rest.startswith(folder):
+            rest = rest[len(folder) :]
+            break
+    return f"ratchet.{rest}"
+
+
 class LoguruToLogging:
     """A loguru sink that hands each record to the standard ``logging`` logger of the same
     module (``ratchet_core.x`` becomes ``ratchet.x``), so that a worker inside a framework logs
@@ -102,11 +121,7 @@ class LoguruToLogging:
     def _emit(message: Any) -> None:
         record = message.record
         module = record["name"] or "ratchet"
-        name = (
-            f"ratchet.{module[len('ratchet_core.') :]}"
-            if module.startswith("ratchet_core.")
-            else module
-        )
+        name = logger_name(module)
         extra = record["extra"]
         level = record["level"].no
         job_id = extra.get("job_id")

@@ -1,11 +1,23 @@
-"""``NoOpMetricsCollector``: the collector used when metrics are disabled."""
+"""The ``MetricsCollector`` defaults: :func:`create_metrics_collector` (the container's
+``metrics_collector``, the backend that ``metrics.backend`` selects: the statsd collector of
+:mod:`ratchet_core.observability.metrics`, the OpenTelemetry one of :mod:`ratchet_core.contrib.otel`)
+and :class:`NoOpMetricsCollector`, used when metrics are disabled."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from ratchet_api.errors import ConfigurationError
 from ratchet_api.model import JobType
 from ratchet_api.spi import SignalOutcome
+from ratchet_api.spi.runtime import MetricsCollector, RatchetConfig
+from ratchet_core.observability.metrics import (
+    METRICS_BACKEND,
+    STATSD_HOST,
+    STATSD_PORT,
+    STATSD_PREFIX,
+    StatsdMetricsCollector,
+)
 
 
 class NoOpMetricsCollector:
@@ -91,4 +103,27 @@ class NoOpMetricsCollector:
         recurring definition fired, fired late or skipped."""
 
 
-__all__ = ["NoOpMetricsCollector"]
+__all__ = ["NoOpMetricsCollector", "create_metrics_collector"]
+
+
+def create_metrics_collector(settings: RatchetConfig) -> MetricsCollector:
+    """The collector selected by ``metrics.backend`` (the container's ``metrics_collector``)."""
+    backend = settings.get(METRICS_BACKEND)
+    if backend == "statsd":
+        return StatsdMetricsCollector(
+            host=settings.get(STATSD_HOST),
+            port=settings.get(STATSD_PORT),
+            prefix=settings.get(STATSD_PREFIX) or None,
+        )
+    if backend == "otel":
+        try:
+            from ratchet_core.contrib.otel import OpenTelemetryMetricsCollector
+
+            return OpenTelemetryMetricsCollector()
+        except ImportError as exc:
+            raise ConfigurationError(
+                "metrics.backend",
+                f"otel needs the OpenTelemetry API: pip install 'ratchet-core[otel]' ({exc})",
+            ) from exc
+    collector: MetricsCollector = NoOpMetricsCollector()
+    return collector

@@ -112,12 +112,12 @@ class RatchetContainer(containers.DeclarativeContainer):
     """Explicit configuration values by key name; the highest-precedence source."""
 
     config_sources = providers.List(
-        providers.Singleton(lazy("ratchet_core.runtime.config.DictConfigSource"), overrides),
-        providers.Singleton(lazy("ratchet_core.runtime.config.EnvironmentConfigSource")),
-        providers.Singleton(lazy("ratchet_core.runtime.config.TomlFileConfigSource.discover")),
+        providers.Singleton(lazy("ratchet_core.defaults.config.DictConfigSource"), overrides),
+        providers.Singleton(lazy("ratchet_core.defaults.config.EnvironmentConfigSource")),
+        providers.Singleton(lazy("ratchet_core.defaults.config.TomlFileConfigSource.discover")),
     )
     settings = providers.Singleton(
-        lazy("ratchet_core.runtime.config.DefaultRatchetConfig.from_sources"),
+        lazy("ratchet_core.defaults.config.DefaultRatchetConfig.from_sources"),
         sources=config_sources,
     )
 
@@ -128,7 +128,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         settings=settings,
     )
     metrics_collector = providers.Singleton(
-        lazy("ratchet_core.observability.metrics_backend.create_metrics_collector"),
+        lazy("ratchet_core.defaults.metrics.create_metrics_collector"),
         settings=settings,
     )
     resilience_strategy = providers.Singleton(
@@ -150,10 +150,10 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.defaults.authorization.AllowAllJobAuthorizationPolicy")
     )
     payload_encryption = providers.Singleton(
-        lazy("ratchet_core.payload.codec.create_payload_encryption"), settings=settings
+        lazy("ratchet_core.defaults.payload.create_payload_encryption"), settings=settings
     )
     key_provider = providers.Singleton(
-        lazy("ratchet_core.payload.encryption.SettingsKeyProvider"), settings=settings
+        lazy("ratchet_core.defaults.payload.SettingsKeyProvider"), settings=settings
     )
     payload_codec = providers.Singleton(
         lazy("ratchet_core.payload.codec.PayloadCodec.from_settings"),
@@ -165,11 +165,11 @@ class RatchetContainer(containers.DeclarativeContainer):
 
     # ---------------------------------------------------------- payloads
     payload_serializer = providers.Singleton(
-        lazy("ratchet_core.payload.serialization.CattrsPayloadSerializer"),
+        lazy("ratchet_core.defaults.payload.CattrsPayloadSerializer"),
         class_policy=class_policy,
     )
     result_persistence_strategy = providers.Singleton(
-        lazy("ratchet_core.payload.serialization.DefaultResultPersistenceStrategy"),
+        lazy("ratchet_core.defaults.payload.DefaultResultPersistenceStrategy"),
         serializer=payload_serializer,
         settings=settings,  # limits.max_result_bytes
     )
@@ -177,7 +177,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.defaults.beans.ContainerBeanResolver"), container=__self__
     )
     job_invocation_resolver = providers.Singleton(
-        lazy("ratchet_core.enqueue.invocation.DefaultJobInvocationResolver"),
+        lazy("ratchet_core.defaults.invocation.DefaultJobInvocationResolver"),
         serializer=payload_serializer,
         class_policy=class_policy,
         bean_resolver=bean_resolver,
@@ -207,11 +207,11 @@ class RatchetContainer(containers.DeclarativeContainer):
 
     # ---------------------------------------------------------- store, cluster, logging
     job_store = providers.Singleton(
-        lazy("ratchet_core.runtime.stores.create_store"), settings=settings
+        lazy("ratchet_core.defaults.store.create_store"), settings=settings
     )
     # fills ParentResult/ParentError/SignalPayload parameters (docs/workflows.md)
     pre_execution_arg_resolver = providers.Singleton(
-        lazy("ratchet_core.features.workflow.args.WorkflowArgResolver"),
+        lazy("ratchet_core.defaults.workflow.WorkflowArgResolver"),
         store=job_store,
         codec=payload_codec,
     )
@@ -227,13 +227,13 @@ class RatchetContainer(containers.DeclarativeContainer):
         lazy("ratchet_core.defaults.cluster.DefaultNodeTagAffinityProvider"), settings=settings
     )
     cluster_coordinator = providers.Singleton(
-        lazy("ratchet_core.cluster.backend.create_cluster_coordinator"),
+        lazy("ratchet_core.defaults.coordination.create_cluster_coordinator"),
         settings=settings,
         node_identity=node_identity_provider,
         store=job_store,  # a SQLite store's file is watched for other processes' inserts
     )
     startup_coordinator = providers.Singleton(
-        lazy("ratchet_core.cluster.coordination.StoreBackedStartupCoordinator"),
+        lazy("ratchet_core.defaults.coordination.StoreBackedStartupCoordinator"),
         store=job_store,
         node_identity=node_identity_provider,
     )
@@ -244,7 +244,7 @@ class RatchetContainer(containers.DeclarativeContainer):
 
     # ---------------------------------------------------------- engine
     scheduler = providers.Singleton(
-        lazy("ratchet_core.enqueue.scheduler.SchedulerService"),
+        lazy("ratchet_core.defaults.scheduler.SchedulerService"),
         store=job_store,
         settings=settings,
         resolver=job_invocation_resolver,
