@@ -23,6 +23,7 @@ import pytest
 
 from ratchet_api.model import PollingConfig
 from ratchet_api.store.protocols import JobStore, SchemaManager
+from tests.conftest import backend_url
 
 if importlib.util.find_spec("tests.engine.worker_fixtures") is not None:  # E2's fixtures
     from tests.engine.worker_fixtures import *  # noqa: F403
@@ -110,3 +111,20 @@ def engine(store_url: str) -> Iterator[Any]:
         with contextlib.suppress(Exception):
             container.shutdown_resources()
         store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_store_url(request: pytest.FixtureRequest) -> str:
+    """SQLite and PostgreSQL: the file store and a server (tests that need both kinds)."""
+    return backend_url(request, request.param)
+
+
+@pytest.fixture
+def sql_container(sql_store_url: str) -> Iterator[Any]:
+    """A container on ``sql_store_url`` with its schema migrated; the store closed after."""
+    made = build_container(sql_store_url)
+    migrate(made.job_store())
+    try:
+        yield made
+    finally:
+        made.job_store().close()

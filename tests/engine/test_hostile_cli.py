@@ -9,14 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from ratchet_api.model import JobStatus
-from tests.conftest import backend_url
 from tests.engine import hostile_targets
 from tests.engine.conftest import build_container, migrate
 
@@ -40,21 +36,6 @@ def ratchet(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return backend_url(request, request.param)
-
-
-@pytest.fixture
-def container(store_url: str) -> Iterator[Any]:
-    made = build_container(store_url)
-    migrate(made.job_store())
-    try:
-        yield made
-    finally:
-        made.job_store().close()
-
-
 def assert_verbatim(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, result.stderr
     assert "MarkupError" not in result.stderr
@@ -63,9 +44,9 @@ def assert_verbatim(result: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_jobs_list_and_show_print_stored_data_verbatim(
-    container: Any, store_url: str, make_worker: Any
+    sql_container: Any, sql_store_url: str, make_worker: Any
 ) -> None:
-    scheduler = container.scheduler()
+    scheduler = sql_container.scheduler()
     tag = f"hostile-cli-{os.getpid()}"
     failed = (
         scheduler.job(hostile_targets.raise_message)
@@ -76,28 +57,28 @@ def test_jobs_list_and_show_print_stored_data_verbatim(
     )
     logged = scheduler.job(hostile_targets.log_line).args(f"{MARKUP} {ESCAPES}").tags(tag).enqueue()
     echoed = scheduler.job(hostile_targets.echo).args(f"{MARKUP} {ESCAPES}").tags(tag).enqueue()
-    make_worker(container).run_until_idle(30)
+    make_worker(sql_container).run_until_idle(30)
     assert scheduler.get(failed).status is JobStatus.FAILED
     assert scheduler.get(echoed).status is JobStatus.SUCCEEDED
 
-    listed = ratchet("jobs", "list", "--tag", tag, "--url", store_url)
+    listed = ratchet("jobs", "list", "--tag", tag, "--url", sql_store_url)
     assert_verbatim(listed)
     assert "[/oops]" in listed.stdout
     for job_id in (failed, logged, echoed):
-        shown = ratchet("jobs", "show", str(job_id), "--url", store_url)
+        shown = ratchet("jobs", "show", str(job_id), "--url", sql_store_url)
         assert_verbatim(shown)
         assert "[/oops] [/etc/app] [bold]x" in shown.stdout
 
 
 def test_jobs_list_does_not_load_whole_results_or_arguments(
-    store_url: str, make_worker: Any
+    sql_store_url: str, make_worker: Any
 ) -> None:
     import json
 
     from ratchet_api.store.entities import JobQuery
     from ratchet_api.store.protocols import JobQueryStore
 
-    made = build_container(store_url, **{"limits.max_result_bytes": "0"})
+    made = build_container(sql_store_url, **{"limits.max_result_bytes": "0"})
     migrate(made.job_store())
     try:
         scheduler = made.scheduler()
@@ -115,11 +96,11 @@ def test_jobs_list_does_not_load_whole_results_or_arguments(
         assert whole is not None and len(whole.result or "") > 300_000
     finally:
         made.job_store().close()
-    result = ratchet("jobs", "list", "--tag", tag, "--json", "--url", store_url)
+    result = ratchet("jobs", "list", "--tag", tag, "--json", "--url", sql_store_url)
     assert result.returncode == 0, result.stderr
     records = {r["id"]: r for r in map(json.loads, result.stdout.splitlines())}
     assert records[str(large)]["result_cut"] is True and records[str(large)]["result"] is None
     assert records[str(wide)]["arguments_cut"] is True
     assert records[str(wide)]["unreadable"] is None
-    table = ratchet("jobs", "list", "--tag", tag, "--url", store_url)
+    table = ratchet("jobs", "list", "--tag", tag, "--url", sql_store_url)
     assert table.returncode == 0 and "(result over 4096 characters: jobs show)" in table.stdout

@@ -7,33 +7,15 @@ store them)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from ratchet_api.errors import InvalidArgumentError, InvalidJobError
-from tests.conftest import backend_url
 from tests.engine import hostile_targets
-from tests.engine.conftest import build_container, migrate
 from tests.engine.raw_rows import dump
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return backend_url(request, request.param)
-
-
-@pytest.fixture
-def container(store_url: str) -> Iterator[Any]:
-    made = build_container(store_url)
-    migrate(made.job_store())
-    try:
-        yield made
-    finally:
-        made.job_store().close()
-
 
 Case = Callable[[Any, str], Any]
 
@@ -74,8 +56,8 @@ CASES: dict[str, tuple[str, Case]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_refused_at_enqueue_naming_the_field(container: Any, case: str) -> None:
-    scheduler = container.scheduler()
+def test_bad_input_is_refused_at_enqueue_naming_the_field(sql_container: Any, case: str) -> None:
+    scheduler = sql_container.scheduler()
     field, attempt = CASES[case]
     marker = uuid.uuid4().hex
     with pytest.raises(InvalidArgumentError) as info:
@@ -85,11 +67,11 @@ def test_bad_input_is_refused_at_enqueue_naming_the_field(container: Any, case: 
     assert isinstance(info.value, InvalidJobError)  # existing handlers keep catching it
     assert info.value.field.startswith(field)
     assert field in str(info.value)
-    assert marker not in dump(container.job_store())  # nothing of the refused job was stored
+    assert marker not in dump(sql_container.job_store())  # nothing of the refused job was stored
 
 
-def test_good_input_next_to_it_still_works(container: Any) -> None:
-    scheduler = container.scheduler()
+def test_good_input_next_to_it_still_works(sql_container: Any) -> None:
+    scheduler = sql_container.scheduler()
     at = datetime.now(UTC) + timedelta(days=365)
     job_id = scheduler.job(hostile_targets.echo).args("é ✓ 𝄞").tags("t-1").at(at).enqueue()
     assert scheduler.get(job_id).scheduled_at == at
