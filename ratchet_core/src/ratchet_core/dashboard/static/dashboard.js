@@ -41,8 +41,16 @@ function show(text, isError) {
   box.hidden = !text;
 }
 
+// A time as <time datetime="ISO" title="YYYY-MM-DD hh:mm:ss UTC">, shown in the browser's zone.
+function utcText(date) {
+  return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
 function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "–";
+  if (!iso) return "–";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return String(iso);
+  return el("time", { datetime: date.toISOString(), title: utcText(date) }, date.toLocaleString());
 }
 
 function statusBadge(status) {
@@ -105,7 +113,11 @@ function chart(series) {
     root.append(svg("rect", { x, y: height - ok, width: barWidth, height: ok, class: "bar-ok" }));
     const label = svg("text", { x: x + barWidth / 2, y: height + 14, "text-anchor": "middle",
       "font-size": 10, fill: "#667085" });
-    label.textContent = new Date(point.start).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    const start = new Date(point.start);
+    label.textContent = start.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    const hover = svg("title", {});
+    hover.textContent = utcText(start);
+    label.append(hover);
     root.append(label);
   });
   return el("div", { class: "chart" }, root);
@@ -207,7 +219,8 @@ async function job(id) {
       el("td", {}, when(e.started_at)), el("td", {}, e.duration_ms === null ? "–" : e.duration_ms + " ms"),
       el("td", { class: "muted" }, e.error || ""))))));
   parts.push(el("h3", {}, "Log"), el("pre", { id: "job-logs" },
-    data.logs.length ? data.logs.map((l) => `${when(l.at)} ${l.level.padEnd(7)} [${l.attempt}] ${l.message}`).join("\n") : "no log lines"));
+    data.logs.length ? data.logs.map((l, i) => [i ? "\n" : "", when(l.at),
+      ` ${l.level.padEnd(7)} [${l.attempt}] ${l.message}`]) : "no log lines"));
   if (data.children.length) {
     parts.push(el("h3", {}, "Children"), el("ul", {}, data.children.map((c) =>
       el("li", {}, el("a", { href: "#/jobs/" + c.id }, c.id), " ", statusBadge(c.status)))));

@@ -15,14 +15,6 @@ function post(path, body) {
   return api(path, { method: "POST", headers: ACTION_HEADERS, body: JSON.stringify(body) });
 }
 
-// A time in the browser's zone, UTC on hover.
-function at(iso) {
-  if (!iso) return "–";
-  const date = new Date(iso);
-  return el("time", { datetime: iso, title: date.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") },
-    date.toLocaleString());
-}
-
 function table(id, headings, rows, empty) {
   return el("table", { id },
     el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h)))),
@@ -59,7 +51,7 @@ async function batches(params) {
     el("td", {}, el("a", { href: "#/batches/" + b.id }, b.name || b.id.slice(0, 13))),
     el("td", {}, statusBadge(b.status)), el("td", {}, progress(b)),
     el("td", {}, `${b.succeeded} ok · ${b.failed} failed · ${b.pending} pending / ${b.total}`),
-    el("td", {}, at(b.created_at)), el("td", {}, at(b.completed_at))));
+    el("td", {}, when(b.created_at)), el("td", {}, when(b.completed_at))));
   page(el("h2", {}, "Batches"),
     table("batches-table", ["batch", "status", "progress", "counts", "created", "completed"], rows, "no batches"));
 }
@@ -82,7 +74,7 @@ async function batch(id, params) {
     el("td", {}, jobLink(c.id)), el("td", {}, statusBadge(c.status)), el("td", {}, c.target)));
   const children = data.children.jobs.map((c) => el("tr", { class: "job-row", "data-id": c.id },
     el("td", {}, jobLink(c.id)), el("td", {}, statusBadge(c.status)), el("td", {}, c.target),
-    el("td", {}, at(c.finished_at)), el("td", { class: "muted" }, c.last_error || "")));
+    el("td", {}, when(c.finished_at)), el("td", { class: "muted" }, c.last_error || "")));
   page(el("h2", {}, "Batch ", data.name || data.id, " ", statusBadge(data.status)),
     counts, progress(data),
     data.last_error ? el("p", { class: "error" }, data.last_error) : null,
@@ -144,7 +136,7 @@ async function signals(params) {
   const data = await api("signals?" + params.toString());
   const rows = data.jobs.map((j) => el("tr", { class: "signal-row", "data-id": j.id, "data-key": j.signal_key },
     el("td", {}, jobLink(j.id)), el("td", {}, j.target), el("td", {}, el("code", {}, j.signal_key)),
-    el("td", {}, at(j.signal_deadline)),
+    el("td", {}, when(j.signal_deadline)),
     el("td", {}, j.seconds_left === null ? "no deadline" : Math.round(j.seconds_left) + " s"),
     el("td", {}, readOnly ? "" : el("button", { class: "secondary send-to-job", onclick: () => fill(j.id, "") }, "signal"))));
   const target = el("input", { id: "signal-target", placeholder: "signal key or job id", value: params.get("key") || "" });
@@ -209,12 +201,12 @@ async function schedule(name) {
     data.enabled ? el("button", { id: "schedule-pause", class: "secondary", onclick: () => act("pause") }, "Pause")
       : el("button", { id: "schedule-resume", class: "secondary", onclick: () => act("resume") }, "Resume")];
   const firings = data.firings.map((j) => el("tr", {}, el("td", {}, jobLink(j.id)),
-    el("td", {}, statusBadge(j.status)), el("td", {}, at(j.scheduled_at)), el("td", {}, at(j.finished_at)),
+    el("td", {}, statusBadge(j.status)), el("td", {}, when(j.scheduled_at)), el("td", {}, when(j.finished_at)),
     el("td", { class: "muted" }, j.last_error || "")));
   page(el("h2", {}, "Schedule ", data.name, " ", el("span", { id: "schedule-state" }, data.enabled ? "active" : "paused")),
     el("div", { class: "actions" }, buttons),
     el("dl", {}, [["target", data.target], ["cron", `${data.cron} (${data.timezone})`],
-      ["misfires", data.misfire_policy], ["next", at(data.next_fire_at)], ["last", at(data.last_fired_at)]]
+      ["misfires", data.misfire_policy], ["next", when(data.next_fire_at)], ["last", when(data.last_fired_at)]]
       .map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
     el("h3", {}, "Recent firings"), table("firings-table", ["job", "status", "due", "finished", "error"], firings, "not fired yet"));
 }
