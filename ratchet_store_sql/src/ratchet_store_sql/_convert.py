@@ -214,8 +214,10 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
     resolved = {f.name: f.type for f in attrs.fields(attrs.resolve_types(JobEntity))}
     getter = operator.attrgetter(*JOB_FIELDS)
     stamps = [(i, n) for i, n in enumerate(JOB_FIELDS) if "datetime" in str(resolved[n])]
+    # member -> stored value, looked up once: ``member.value`` goes through enum's descriptor,
+    # a tenth of a bulk insert's time at 10,000 rows
     enums = [
-        (i, n, kind)
+        (i, n, kind, {member: member.value for member in kind})
         for i, n in enumerate(JOB_FIELDS)
         if isinstance(kind := resolved[n], type) and issubclass(kind, enum.Enum)
     ]
@@ -227,11 +229,13 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
             value = out[index]
             if value is not None and (type(value) is not datetime or value.tzinfo is not UTC):
                 require_utc(value, name)
-        for index, name, kind in enums:
+        for index, name, kind, stored in enums:
             member = out[index]
             out[index] = (
-                member if type(member) is kind else enum_value(kind, member, name, job.id)
-            ).value
+                stored[member]
+                if type(member) is kind
+                else enum_value(kind, member, name, job.id).value
+            )
         out[priority] = int(out[priority])
         return tuple(out)
 
