@@ -28,6 +28,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.ArchiveStoreContract,
     _c.JobQueryStoreContract,
     _c.JobAnalyticsStoreContract,
+    _c.QueueStatsStoreContract,
     _c.JobAuditStoreContract,
     _c.JobExtensionStoreContract,
     _c.SealedValueStoreContract,

@@ -48,6 +48,8 @@ CAPABILITY_FEATURES: Mapping[str, str] = {
     "ArchiveStore": "retention (finished jobs are never archived nor purged by age)",
     "JobAnalyticsStore": "the dashboard's overview figures (throughput, queue wait percentiles)",
     "SealedValueStore": "`ratchet keys rotate` and `ratchet keys status`",
+    "QueueStatsStore": "exact queue figures: the Prometheus queue gauges and the dashboard's "
+    "queues page read a bounded scan of the newest jobs instead",
 }
 """What the engine cannot do on a store without each optional capability (the report lists it
 for every capability the store does not advertise)."""

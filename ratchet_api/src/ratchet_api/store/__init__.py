@@ -44,6 +44,7 @@ from ratchet_api.store.protocols import (
     JobTerminalStore,
     LockStore,
     NodeStore,
+    QueueStatsStore,
     RecurringJobStore,
     ResourcePermitStore,
     SchemaManager,
@@ -51,6 +52,13 @@ from ratchet_api.store.protocols import (
     SignalStore,
     TagStore,
     WorkflowConditionStore,
+)
+from ratchet_api.store.queues import (
+    PRIORITY_BANDS,
+    QueueCounts,
+    QueueStats,
+    QueueStatsRow,
+    priority_band,
 )
 from ratchet_api.store.versions import (
     STORE_SPI,
@@ -95,6 +103,11 @@ __all__ = [
     "MisfirePolicy",
     "NodeEntity",
     "NodeStore",
+    "PRIORITY_BANDS",
+    "QueueCounts",
+    "QueueStats",
+    "QueueStatsRow",
+    "QueueStatsStore",
     "RecurringAdvance",
     "RecurringJobEntity",
     "RecurringJobStore",
@@ -112,4 +125,5 @@ __all__ = [
     "WorkflowConditionStore",
     "as_timedelta",
     "declared_spi_version",
+    "priority_band",
 ]

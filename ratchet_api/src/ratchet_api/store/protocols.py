@@ -52,6 +52,7 @@ from ratchet_api.store.entities import (
     StoredValue,
     WorkflowConditionEntity,
 )
+from ratchet_api.store.queues import QueueStats
 
 C = TypeVar("C")
 
@@ -683,6 +684,23 @@ class JobAnalyticsStore(Protocol):
 
 
 @runtime_checkable
+class QueueStatsStore(Protocol):
+    """Queue figures in one read, for autoscalers, metrics and the dashboard's queues page.
+    A store without it gets the engine's fallback: a bounded scan through ``JobQueryStore``
+    (``QueueStats.exact`` False)."""
+
+    def queue_stats(self, finished_since: datetime | None = None) -> QueueStats:
+        """One row per ``(execution_target, target, priority band)`` with a counted job
+        (``ratchet_api.store.queues``): PENDING jobs, those due at the store's clock
+        (``scheduled_at <= now``) and their earliest ``scheduled_at``, RUNNING jobs and, when
+        ``finished_since`` is given, SUCCEEDED and FAILED jobs whose ``finished_at`` is at or
+        after it. ``now`` is the store's clock of the read. Read in one statement (one
+        snapshot) where the backend allows, through indexes on status. ``StoreDataError``
+        for a naive ``finished_since``. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
 class JobAuditStore(Protocol):
     """Execution history and per-job logs."""
 
@@ -792,6 +810,7 @@ CAPABILITIES: tuple[type, ...] = (
     ArchiveStore,
     JobQueryStore,
     JobAnalyticsStore,
+    QueueStatsStore,
     JobAuditStore,
     JobExtensionStore,
     SealedValueStore,
@@ -851,6 +870,7 @@ __all__ = [
     "JobTerminalStore",
     "LockStore",
     "NodeStore",
+    "QueueStatsStore",
     "RecurringJobStore",
     "ResourcePermitStore",
     "SchemaManager",

@@ -175,6 +175,16 @@ SPI_CHANGES: Final[tuple[SpiChange, ...]] = (
     ),
     SpiChange(
         version=SPI_1_1,
+        member="QueueStatsStore",
+        change="new capability (third wave): queue_stats, the queue figures (pending, due, "
+        "oldest due, running, finished since) per execution target, job target and priority "
+        "band in one read",
+        fallback="the engine scans the newest jobs through JobQueryStore (QueueStats.exact "
+        "False: the figures of the rows scanned)",
+        lost="exact queue figures on large queues (Prometheus gauges, the dashboard's queues page)",
+    ),
+    SpiChange(
+        version=SPI_1_1,
         member="SealedValueStore",
         change="new capability: scan_values and replace_values",
         fallback="not advertised by a 1.0 store",

@@ -19,6 +19,7 @@ from ratchet_tck.contracts.history import (
 )
 from ratchet_tck.contracts.joined import JobStoreJoinedContract
 from ratchet_tck.contracts.nodes_tags import NodeStoreContract, TagStoreContract
+from ratchet_tck.contracts.queues import QueueStatsStoreContract
 from ratchet_tck.contracts.scheduling import (
     BatchStoreContract,
     RecurringJobStoreContract,
@@ -54,6 +55,7 @@ __all__ = [
     "JobTerminalStoreContract",
     "LockStoreContract",
     "NodeStoreContract",
+    "QueueStatsStoreContract",
     "RecurringJobStoreContract",
     "ResourcePermitStoreContract",
     "SignalStoreContract",

@@ -28,6 +28,7 @@ from ratchet_api.store.entities import (
     SortOrder,
     WorkflowConditionEntity,
 )
+from ratchet_api.store.queues import QueueStats, stats_of_jobs
 from ratchet_tck.memory._core import CoreMemoryStore
 from ratchet_tck.memory._state import (
     Archived,
@@ -545,6 +546,14 @@ class AnalyticsMixin(CoreMemoryStore):
                 if j.started_at is not None and j.started_at >= since
             ]
         return _nearest_rank(values, percentile)
+
+
+class QueueStatsMixin(CoreMemoryStore):
+    def queue_stats(self, finished_since: datetime | None = None) -> QueueStats:
+        check_utc(finished_since, "finished_since")
+        with self._s.lock:
+            now = self._s.now()
+            return stats_of_jobs(list(self._s.jobs.values()), now, finished_since)
 
 
 class AuditMixin(CoreMemoryStore):

@@ -1,0 +1,99 @@
+"""Queue statistics (``QueueStatsStore``): one aggregation whose ``$match`` is an ``$or`` of
+one clause per status, each served by an index that leads with ``status`` (``claim`` for
+PENDING, ``heartbeat`` for RUNNING, ``finished`` for SUCCEEDED/FAILED since the window)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ratchet_api.errors import StoreDataError
+from ratchet_api.model import JobPriority, JobStatus
+from ratchet_api.store.queues import BAND_BOUNDS, QueueCounts, QueueStats, rows_from_counts
+from ratchet_store_mongo._base import Doc, MongoBase
+from ratchet_store_mongo.documents import to_bson_datetime
+from ratchet_store_mongo.errors import translated
+
+
+def _band() -> Doc:
+    low, normal, high = BAND_BOUNDS
+    return {
+        "$switch": {
+            "branches": [
+                {"case": {"$lt": ["$priority", low]}, "then": int(JobPriority.LOW)},
+                {"case": {"$lt": ["$priority", normal]}, "then": int(JobPriority.NORMAL)},
+                {"case": {"$lt": ["$priority", high]}, "then": int(JobPriority.HIGH)},
+            ],
+            "default": int(JobPriority.CRITICAL),
+        }
+    }
+
+
+def _count(condition: Doc) -> Doc:
+    return {"$sum": {"$cond": [condition, 1, 0]}}
+
+
+class QueueStatsMixin(MongoBase):
+    def queue_stats_pipeline(self, now: datetime, finished_since: datetime | None) -> list[Doc]:
+        """The aggregation ``queue_stats`` runs at the server time ``now`` (for ``explain``)."""
+        pending = {"$eq": ["$status", JobStatus.PENDING.value]}
+        due = {"$and": [pending, {"$lte": ["$scheduled_at", now]}]}
+        clauses: list[Doc] = [
+            {"status": JobStatus.PENDING.value},
+            {"status": JobStatus.RUNNING.value},
+        ]
+        counted: Doc = {
+            "pending": _count(pending),
+            "due": _count(due),
+            "oldest": {"$min": {"$cond": [due, "$scheduled_at", None]}},
+            "running": _count({"$eq": ["$status", JobStatus.RUNNING.value]}),
+        }
+        if finished_since is not None:
+            since = to_bson_datetime(finished_since, "finished_since")
+            for status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+                clauses.append({"status": status.value, "finished_at": {"$gte": since}})
+            counted["succeeded"] = _count({"$eq": ["$status", JobStatus.SUCCEEDED.value]})
+            counted["failed"] = _count({"$eq": ["$status", JobStatus.FAILED.value]})
+        return [
+            {"$match": {"$or": clauses}},
+            {
+                "$group": {
+                    "_id": {
+                        "e": {"$ifNull": ["$execution_target", None]},
+                        "t": "$target",
+                        "b": _band(),
+                    },
+                    **counted,
+                }
+            },
+        ]
+
+    @translated("queue_stats")
+    def queue_stats(self, finished_since: datetime | None = None) -> QueueStats:
+        if finished_since is not None:
+            to_bson_datetime(finished_since, "finished_since")  # refuses a naive value
+        now = self._now()
+        groups: dict[tuple[str | None, str, JobPriority], QueueCounts] = {}
+        rows: Any = self._jobs.aggregate(
+            self.queue_stats_pipeline(now, finished_since), session=self._session
+        )
+        for row in rows:
+            key = row["_id"]
+            try:
+                band = JobPriority(int(key["b"]))
+            except (TypeError, ValueError) as exc:
+                raise StoreDataError("priority", f"not a priority band: {key['b']!r}") from exc
+            groups[(key["e"], key["t"], band)] = QueueCounts(
+                pending=int(row["pending"]),
+                due=int(row["due"]),
+                oldest_due_at=row["oldest"],
+                running=int(row["running"]),
+                succeeded=int(row.get("succeeded", 0)),
+                failed=int(row.get("failed", 0)),
+            )
+        return QueueStats(
+            now=now, rows=rows_from_counts(groups.items()), finished_since=finished_since
+        )
+
+
+__all__ = ["QueueStatsMixin"]
