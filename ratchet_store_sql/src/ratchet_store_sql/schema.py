@@ -7,6 +7,8 @@ schema (a test compares them on SQLite, PostgreSQL and MariaDB).
 
 from __future__ import annotations
 
+import re
+
 import sqlalchemy as sa
 
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
@@ -294,11 +296,31 @@ sa.Index("ix_ratchet_job_logs_job_id_id", job_logs.c.job_id, job_logs.c.id)
 
 VERSION_TABLE = "ratchet_alembic_version"
 
+# PostgreSQL keeps the history tables in daily partitions (migration 0013): the partitions
+# (``<table>_pYYYYMMDD``, ``<table>_default``) and the archive's unique (id, finished_at), the
+# key a partitioned table can have in place of its primary key, are not part of this metadata.
+HISTORY_PARTITION = re.compile(r"^(ratchet_archived_jobs|ratchet_executions)_(p\d{8}|default)$")
+POSTGRESQL_ONLY_CONSTRAINTS = frozenset({"uq_ratchet_archived_jobs_id_finished_at"})
+
+
+def described_by_metadata(name: str | None, type_: str) -> bool:
+    """Whether the database object ``name`` of kind ``type_`` (Alembic's ``include_name``
+    kinds) is one this metadata describes: a Ratchet table, not a history partition."""
+    if name is None:
+        return type_ != "table"
+    if type_ == "table":
+        return name.startswith("ratchet_") and HISTORY_PARTITION.match(name) is None
+    return name not in POSTGRESQL_ONLY_CONSTRAINTS
+
+
 __all__ = [
+    "HISTORY_PARTITION",
     "NAMING_CONVENTION",
+    "POSTGRESQL_ONLY_CONSTRAINTS",
     "VERSION_TABLE",
     "archived_jobs",
     "batches",
+    "described_by_metadata",
     "executions",
     "job_logs",
     "job_properties",

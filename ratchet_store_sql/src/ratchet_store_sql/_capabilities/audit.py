@@ -26,7 +26,7 @@ class AuditOperations(SqlBase):
         values = execution_to_row(record)
         update = {k: v for k, v in values.items() if k != "id"}
         with self._write("save_execution") as conn:
-            conn.execute(self._d.upsert(s.executions, values, ["id"], update))
+            conn.execute(self._d.upsert(s.executions, values, list(self._d.execution_key), update))
 
     def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
         if not records:

@@ -154,6 +154,9 @@ class Dialect:
     """A write that is one statement runs in autocommit (``SqlBase._write_statement``)."""
     immediate_writes: ClassVar[bool] = False
     """A write transaction takes the database's write lock at BEGIN (SQLite)."""
+    execution_key: ClassVar[tuple[str, ...]] = ("id",)
+    """The unique key an execution record is upserted on (PostgreSQL: ``(id, started_at)``,
+    the key of its partitioned ``ratchet_executions``, migration 0013)."""
 
     def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
         self.engine = engine
@@ -277,7 +280,9 @@ class Dialect:
 
     def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
         """Upsert execution records (rows from ``execution_to_row``) by id."""
-        stmt = self.upsert_many(s.executions, ["id"], [k for k in rows[0] if k != "id"])
+        stmt = self.upsert_many(
+            s.executions, list(self.execution_key), [k for k in rows[0] if k != "id"]
+        )
         with store._write("save_executions") as conn:
             conn.execute(stmt, rows)
 

@@ -99,7 +99,7 @@ _STAMPS = {"started_at", "finished_at"}
 _SAVE_EXECUTIONS = sa.text(
     f"INSERT INTO {s.executions.name} ({', '.join(_EXECUTION_COLUMNS)}) SELECT * FROM unnest("
     + ", ".join(f"CAST(:{k} AS {v}[])" for k, v in _EXECUTION_COLUMNS.items())
-    + ") ON CONFLICT (id) DO UPDATE SET "
+    + ") ON CONFLICT (id, started_at) DO UPDATE SET "
     + ", ".join(f"{k} = excluded.{k}" for k in _EXECUTION_COLUMNS if k != "id")
 )
 
@@ -147,6 +147,7 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     is_pg = True
     autocommit_statements = True
     tags_in_claim = True
+    execution_key = ("id", "started_at")
 
     def unindexed(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
         # ``column || ''``: every job that runs leaves dead entries under 'RUNNING' (and under

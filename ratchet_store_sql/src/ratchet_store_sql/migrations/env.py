@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from alembic import context
 
-from ratchet_store_sql.schema import VERSION_TABLE, metadata
+from ratchet_store_sql.schema import VERSION_TABLE, described_by_metadata, metadata
 
 
 def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
-    if type_ == "table":
-        return name is not None and name.startswith("ratchet_") and name != VERSION_TABLE
-    return True
+    return name != VERSION_TABLE and described_by_metadata(name, type_)
 
 
 def run_migrations() -> None:

@@ -1,0 +1,306 @@
+"""PostgreSQL keeps archived jobs and execution records in daily partitions (migration 0013):
+the migration keeps every row both ways, retention drops whole partitions older than its
+horizon and keeps everything newer, and the archive is still found by id and by age."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from ratchet_api.model import JobStatus
+from ratchet_api.store import JobEntity
+from ratchet_api.store.entities import ExecutionRecord, JobLogLine, LogLevel
+from ratchet_core.features.retention import Retention, RetentionPolicy, align_down
+from ratchet_store_sql import SqlJobStore, migrate
+from ratchet_store_sql import schema as s
+from ratchet_store_sql._capabilities.history import HISTORY_DAYS_AHEAD, partition_name
+from ratchet_store_sql._convert import execution_to_row
+from tests import servers
+
+DAY = timedelta(days=1)
+HISTORY = (s.archived_jobs.name, s.executions.name)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    url = servers.create_postgres_database()
+    try:
+        yield url
+    finally:
+        servers.drop_postgres_database(url)
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[SqlJobStore]:
+    migrate(pg_url)
+    store = SqlJobStore(pg_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def sql(store: SqlJobStore, text: str, **params: Any) -> list[Any]:
+    with store.engine.begin() as conn:
+        result = conn.execute(sa.text(text), params)
+        return list(result) if result.returns_rows else []
+
+
+def partitions(store: SqlJobStore, table: str) -> set[str]:
+    """The partitions of ``table`` as the catalog lists them (pg_inherits / pg_class)."""
+    rows = sql(
+        store,
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = CAST(:t AS regclass)",
+        t=table,
+    )
+    return {r[0] for r in rows}
+
+
+def relkind(store: SqlJobStore, table: str) -> str:
+    (row,) = sql(store, "SELECT relkind FROM pg_class WHERE oid = CAST(:t AS regclass)", t=table)
+    return str(row[0])
+
+
+def holder(store: SqlJobStore, table: str, key: str, value: uuid.UUID) -> str:
+    """The partition holding the row of ``table`` whose ``key`` is ``value``."""
+    (row,) = sql(store, f"SELECT tableoid::regclass::text FROM {table} WHERE {key} = :v", v=value)
+    return str(row[0])
+
+
+def finished_job(at: datetime, status: JobStatus = JobStatus.SUCCEEDED) -> JobEntity:
+    return JobEntity(
+        target="tests.engine.targets:noop",
+        status=status,
+        scheduled_at=at,
+        created_at=at,
+        started_at=at,
+        finished_at=at,
+        attempt=1,
+        result="null",
+    )
+
+
+def execution(job_id: uuid.UUID, at: datetime) -> ExecutionRecord:
+    return ExecutionRecord(
+        job_id=job_id,
+        attempt=1,
+        node_id="n1",
+        status=JobStatus.SUCCEEDED,
+        started_at=at,
+        finished_at=at + timedelta(seconds=1),
+        duration_ms=1000,
+    )
+
+
+def history_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the history tables, in a stable order (reads a database at any revision)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {
+                table: sorted(
+                    (
+                        tuple(str(v) for v in row)
+                        for row in conn.exec_driver_sql(f"SELECT * FROM {table}")
+                    ),
+                )
+                for table in HISTORY
+            }
+    finally:
+        engine.dispose()
+
+
+def test_migration_of_a_populated_database_keeps_every_row_both_ways(pg_url: str) -> None:
+    migrate(pg_url, "0012")
+    store = SqlJobStore(pg_url)
+    try:
+        assert store.history_partition_interval is None  # not partitioned yet
+        now = store.server_now()
+        ages = (400 * DAY, 50 * DAY, 3 * DAY, timedelta(0), -30 * DAY)
+        jobs = [finished_job(now - age) for age in ages for _ in range(3)]
+        store.bulk_insert(jobs)
+        for job in jobs:
+            assert store.archive_job(job.id)
+        records = [execution(job.id, job.finished_at or now) for job in jobs]
+        with store.engine.begin() as conn:  # the store's own upsert needs the new key
+            conn.execute(sa.insert(s.executions), [execution_to_row(r) for r in records])
+        before = history_rows(pg_url)
+        assert [len(before[t]) for t in HISTORY] == [15, 15]
+    finally:
+        store.close()
+
+    migrate(pg_url)  # 0013: partitioned
+    store = SqlJobStore(pg_url)
+    try:
+        assert history_rows(pg_url) == before
+        assert store.history_partition_interval == DAY
+        for table in HISTORY:
+            assert relkind(store, table) == "p"
+            # a day for the oldest row (at most 92 days back) to 7 days ahead, and the default
+            assert len(partitions(store, table)) == 92 + HISTORY_DAYS_AHEAD + 1 + 1
+        today = align_down(now, DAY)
+        assert holder(store, s.archived_jobs.name, "id", jobs[3].id) == partition_name(
+            s.archived_jobs.name, (today - 50 * DAY).replace(tzinfo=None)
+        )
+        for job in (jobs[0], jobs[-1]):  # 400 days ago, 30 days ahead: no daily partition
+            assert holder(store, s.archived_jobs.name, "id", job.id).endswith("_default")
+        for job in jobs:
+            found = store.find_archived_job(job.id)
+            assert found is not None and found.finished_at == job.finished_at
+            assert [e.job_id for e in store.find_executions_by_job_id(job.id)] == [job.id]
+    finally:
+        store.close()
+
+    store = SqlJobStore(pg_url)
+    try:
+        store.schema.downgrade("0012")
+        assert history_rows(pg_url) == before
+        for table in HISTORY:
+            assert relkind(store, table) == "r"
+            assert partitions(store, table) == set()
+        store.schema.upgrade()
+        assert history_rows(pg_url) == before
+    finally:
+        store.close()
+
+
+def test_migration_of_an_empty_database_makes_the_partitions_of_the_coming_days(
+    store: SqlJobStore,
+) -> None:
+    today = align_down(store.server_now(), DAY).replace(tzinfo=None)
+    for table in HISTORY:
+        expected = {partition_name(table, today + n * DAY) for n in range(HISTORY_DAYS_AHEAD + 1)}
+        assert partitions(store, table) == expected | {f"{table}_default"}
+    store.schema.downgrade("0012")
+    assert all(relkind(store, table) == "r" for table in HISTORY)
+    store.schema.upgrade()
+    assert all(relkind(store, table) == "p" for table in HISTORY)
+
+
+def test_retention_drops_whole_partitions_and_keeps_the_newer_rows(store: SqlJobStore) -> None:
+    now = store.server_now()
+    assert store.ensure_history_partitions(now - 20 * DAY, now) == 2 * 20
+    old = [finished_job(now - age) for age in (15 * DAY, 12 * DAY, 12 * DAY)]
+    boundary = finished_job(now - 10 * DAY + timedelta(minutes=1))
+    new = [finished_job(now - age) for age in (3 * DAY, timedelta(0))]
+    pending = JobEntity(target="tests.engine.targets:noop", scheduled_at=now)  # still live
+    store.bulk_insert([*old, boundary, *new, pending])
+    for job in (*old, boundary, *new):
+        assert store.archive_job(job.id)
+    store.save_executions([execution(j.id, j.finished_at or now) for j in (*old, boundary, *new)])
+    # an attempt of the live job 15 days ago: its record outlives its partition
+    live_record = execution(pending.id, now - 15 * DAY)
+    store.save_execution(live_record)
+    store.append_logs(
+        [JobLogLine(job_id=old[0].id, logged_at=now, level=LogLevel.INFO, message="x")]
+    )
+    archive = s.archived_jobs.name
+    gone_days = {(now - age).replace(tzinfo=None) for age in (15 * DAY, 12 * DAY)}
+    gone = {
+        partition_name(t, align_down(d.replace(tzinfo=UTC), DAY).replace(tzinfo=None))
+        for t in HISTORY
+        for d in gone_days
+    }
+    assert gone <= partitions(store, archive) | partitions(store, s.executions.name)
+
+    report = Retention(
+        store, RetentionPolicy(succeeded=None, failed=None, cancelled=None, archive=10 * DAY)
+    ).sweep()
+
+    cutoff = align_down(now - 10 * DAY, DAY).replace(tzinfo=None)
+    assert report.complete
+    assert report.archive_deleted == len(old)
+    for table in HISTORY:
+        days = {n for n in partitions(store, table) if not n.endswith("_default")}
+        assert not gone & days
+        # every daily partition left ends after the cutoff
+        assert min(days) == partition_name(table, cutoff)
+    for job in old:
+        assert store.find_archived_job(job.id) is None
+        assert store.find_executions_by_job_id(job.id) == []
+    assert store.find_logs_by_job_id(old[0].id) == []
+    # the boundary day's partition stays whole (within one day of the horizon), newer ones too
+    for job in (boundary, *new):
+        assert store.find_archived_job(job.id) is not None
+        assert len(store.find_executions_by_job_id(job.id)) == 1
+    # the live job's record moved to the default partition instead of going with its day
+    assert [e.id for e in store.find_executions_by_job_id(pending.id)] == [live_record.id]
+    assert holder(store, s.executions.name, "id", live_record.id).endswith("_default")
+    assert [j.id for j in store.find_archived_jobs(10)] == [
+        j.id for j in (*reversed(new), boundary)
+    ]
+
+
+def test_rows_outside_the_daily_partitions_wait_in_the_default_one_and_move_when_theirs_comes(
+    store: SqlJobStore,
+) -> None:
+    later = store.server_now() + 40 * DAY
+    job = finished_job(later)
+    store.bulk_insert([job])
+    assert store.archive_job(job.id)
+    record = execution(job.id, later)
+    store.save_execution(record)
+    store.save_execution(record)  # the upsert finds it again in its partition (id, started_at)
+    assert holder(store, s.archived_jobs.name, "id", job.id).endswith("_default")
+    assert store.ensure_history_partitions(later, later) == 2
+    day = align_down(later, DAY).replace(tzinfo=None)
+    assert holder(store, s.archived_jobs.name, "id", job.id) == partition_name(
+        s.archived_jobs.name, day
+    )
+    assert holder(store, s.executions.name, "id", record.id) == partition_name(
+        s.executions.name, day
+    )
+    assert [e.id for e in store.find_executions_by_job_id(job.id)] == [record.id]
+    assert store.ensure_history_partitions(later, later) == 0
+
+
+def test_archived_jobs_are_found_by_id_through_an_index_of_every_partition(
+    store: SqlJobStore,
+) -> None:
+    rows = sql(
+        store,
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = CAST(:t AS regclass) AND NOT EXISTS ("
+        "  SELECT 1 FROM pg_index x JOIN pg_attribute a ON a.attrelid = x.indrelid"
+        "  AND a.attnum = x.indkey[0] WHERE x.indrelid = c.oid AND a.attname = 'id')",
+        t=s.archived_jobs.name,
+    )
+    assert rows == []  # every partition has an index led by id
+    now = store.server_now()
+    jobs = [finished_job(now - n * DAY) for n in range(3)]
+    store.bulk_insert(jobs)
+    for job in jobs:
+        assert store.archive_job(job.id)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                sa.text(f"EXPLAIN SELECT * FROM {s.archived_jobs.name} WHERE id = :id"),
+                {"id": jobs[0].id},
+            )
+        )
+    assert "Seq Scan" not in plan
+    assert "Index" in plan
+    for job in jobs:
+        found = store.find_archived_job(job.id)
+        assert found is not None and found.id == job.id
+    assert [j.id for j in store.find_archived_jobs(3)] == [j.id for j in jobs]
+
+
+def test_other_databases_keep_unpartitioned_history(tmp_path: Any) -> None:
+    store = SqlJobStore(f"sqlite:///{tmp_path / 'r.db'}", create_schema=True)
+    try:
+        assert store.history_partition_interval is None
+        now = store.server_now()
+        assert store.maintain_history(now - DAY) == 0
+        assert store.ensure_history_partitions(now, now) == 0
+        assert store.history_partitions(s.archived_jobs.name) == []
+    finally:
+        store.close()
