@@ -301,6 +301,11 @@ VERSION_TABLE = "ratchet_alembic_version"
 # key a partitioned table can have in place of its primary key, are not part of this metadata.
 HISTORY_PARTITION = re.compile(r"^(ratchet_archived_jobs|ratchet_executions)_(p\d{8}|default)$")
 POSTGRESQL_ONLY_CONSTRAINTS = frozenset({"uq_ratchet_archived_jobs_id_finished_at"})
+# Covering partial indexes of the queue statistics, created on PostgreSQL only (migration 0014
+# says why); not part of this metadata.
+POSTGRESQL_ONLY_INDEXES = frozenset(
+    {"ix_ratchet_jobs_pending_queues", "ix_ratchet_jobs_running_queues"}
+)
 
 
 def described_by_metadata(name: str | None, type_: str) -> bool:
@@ -310,13 +315,14 @@ def described_by_metadata(name: str | None, type_: str) -> bool:
         return type_ != "table"
     if type_ == "table":
         return name.startswith("ratchet_") and HISTORY_PARTITION.match(name) is None
-    return name not in POSTGRESQL_ONLY_CONSTRAINTS
+    return name not in POSTGRESQL_ONLY_CONSTRAINTS and name not in POSTGRESQL_ONLY_INDEXES
 
 
 __all__ = [
     "HISTORY_PARTITION",
     "NAMING_CONVENTION",
     "POSTGRESQL_ONLY_CONSTRAINTS",
+    "POSTGRESQL_ONLY_INDEXES",
     "VERSION_TABLE",
     "archived_jobs",
     "batches",
