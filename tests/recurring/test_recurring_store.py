@@ -170,7 +170,8 @@ def test_misfire_policies_after_downtime(
     scheduler.recurring(name, timedelta(hours=1), targets.tick, misfire=policy.value.lower())
     first = backdate(store, name, timedelta(hours=5, minutes=30))
     sweeper(store).sweep()
-    fired = runs(store, name)
+    # a SKIP round leaves one CANCELLED record that never runs (history.py), no job to run
+    fired = [j for j in runs(store, name) if j.status is not JobStatus.CANCELLED]
     assert len(fired) == expected
     if fired:
         assert min(j.scheduled_at for j in fired) == first

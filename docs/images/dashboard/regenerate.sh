@@ -4,4 +4,5 @@
 set -e
 cd "$(dirname "$0")/../../.."
 RATCHET_DASHBOARD_SCREENSHOTS=docs/images/dashboard .venv/bin/pytest -q -p no:randomly \
-  tests/dashboard/test_dashboard_browser.py tests/dashboard/test_dashboard_operator_browser.py
+  tests/dashboard/test_dashboard_browser.py tests/dashboard/test_dashboard_operator_browser.py \
+  tests/dashboard/test_dashboard_schedule_misfires.py

@@ -13,12 +13,13 @@ from rich.table import Table
 
 from ratchet_api.errors import PayloadError, RecurringJobNotFoundError
 from ratchet_api.model import priority_label
-from ratchet_api.store.entities import JobQuery, RecurringJobEntity
+from ratchet_api.store.entities import RecurringJobEntity
 from ratchet_core.cli import get_container
 from ratchet_core.cli.db import apply_url, console, ratchet_errors, url_option
 from ratchet_core.cli.safe import shown
 from ratchet_core.enqueue.scheduler import SchedulerService
-from ratchet_core.features.recurring.template import decode_template, run_tag
+from ratchet_core.features.recurring.history import Firing, History, history
+from ratchet_core.features.recurring.template import decode_template
 from ratchet_core.payload.forms import decode_invocation
 
 
@@ -89,9 +90,14 @@ def list_recurring(as_json: bool, store_url: str | None) -> None:
     scheduler = _scheduler(store_url)
     with ratchet_errors():
         definitions = scheduler.recurring_jobs.list()
+        latest = {d.name: _history(scheduler, d.name, 1) for d in definitions}
     if as_json:
         for d in definitions:
-            click.echo(json.dumps(_record(d)))
+            record = _record(d)
+            seen = latest[d.name]
+            record["misfires"] = seen.misfires
+            record["last_run"] = seen.firings[0].as_json() if seen.firings else None
+            click.echo(json.dumps(record))
         return
     out = console()
     if not definitions:
@@ -106,9 +112,12 @@ def list_recurring(as_json: bool, store_url: str | None) -> None:
         "next fire (zone)",
         "next fire (UTC)",
         "last fired (UTC)",
+        "last run",
+        "misfires",
     ):
         table.add_column(column, overflow="fold")
     for d in definitions:
+        seen = latest[d.name]
         table.add_row(
             shown(d.name),  # stored data printed verbatim (cli/safe.py)
             shown(d.cron if d.timezone == "UTC" else f"{d.cron} ({d.timezone})"),
@@ -117,8 +126,27 @@ def list_recurring(as_json: bool, store_url: str | None) -> None:
             _local(d.next_fire_at, d.timezone),
             _utc(d.next_fire_at),
             _utc(d.last_fired_at),
+            _run(seen.firings[0]) if seen.firings else "-",
+            "-" if seen.misfires is None else str(seen.misfires),
         )
     out.print(table)
+
+
+def _history(scheduler: SchedulerService, recurring_id: str, limit: int) -> History:
+    try:
+        return history(scheduler.store, recurring_id, limit)
+    except Exception:  # noqa: BLE001 - a store that cannot search shows no runs
+        return History(available=False)
+
+
+def _run(firing: Firing) -> str:
+    """A firing in a cell: its status, a misfire said so (features/recurring/history.py)."""
+    if firing.skipped:
+        return f"misfire: {firing.missed} slot(s) skipped"
+    if firing.misfire:
+        late = int(firing.late_by.total_seconds())
+        return f"{firing.status.value} (misfire: {late} s late, {firing.missed} slot(s) dropped)"
+    return firing.status.value
 
 
 @recurring_group.command("show")
@@ -130,14 +158,13 @@ def show_recurring(recurring_id: str, as_json: bool, store_url: str | None) -> N
     scheduler = _scheduler(store_url)
     with ratchet_errors():
         definition = scheduler.recurring_jobs.require(recurring_id)
-        try:
-            recent = scheduler.search(JobQuery(tag=run_tag(recurring_id), limit=10))
-        except Exception:  # noqa: BLE001 - a store without queries shows no runs
-            recent = []
+        seen = _history(scheduler, recurring_id, 10)
+    recent = seen.firings
     record = _record(definition)
+    record["misfires"] = seen.misfires
     record["recent_runs"] = [
-        {"id": str(j.id), "status": j.status.value, "slot": j.scheduled_at.isoformat()}
-        for j in recent
+        {**f.as_json(), "slot": f.due_at.isoformat()}  # "slot": the key of earlier releases
+        for f in recent
     ]
     if as_json:
         click.echo(json.dumps(record, indent=2))
@@ -149,14 +176,17 @@ def show_recurring(recurring_id: str, as_json: bool, store_url: str | None) -> N
     for key, value in record.items():
         if key == "recent_runs" or value is None or value in ([], {}):
             continue
+        if isinstance(value, int):
+            table.add_row(key, str(value))
+            continue
         table.add_row(key, shown(value if isinstance(value, str) else json.dumps(value)))
     out.print(table)
     if recent:
         runs = Table(title="latest runs")
-        for column in ("job", "status", "slot (UTC)"):
+        for column in ("job", "slot (UTC)", "run"):
             runs.add_column(column, overflow="fold")
-        for j in recent:
-            runs.add_row(str(j.id), j.status.value, _utc(j.scheduled_at))
+        for f in recent:
+            runs.add_row(f.job_id, _utc(f.due_at), _run(f))
         out.print(runs)
 
 

@@ -28,6 +28,7 @@ from ratchet_api.store.protocols import (
     RecurringJobStore,
 )
 from ratchet_core.enqueue.scheduler import SchedulerService
+from ratchet_core.features.recurring.history import misfire_count
 from ratchet_core.observability.health import check_health
 from ratchet_core.payload.forms import decode_invocation
 
@@ -301,6 +302,9 @@ class DashboardApi:
                     "enabled": r.enabled,
                     "next_fire_at": _iso(r.next_fire_at),
                     "last_fired_at": _iso(r.last_fired_at),
+                    "misfire_policy": r.misfire_policy.value,
+                    # misfire rounds on record (features/recurring/history.py); None: unknown
+                    "misfires": misfire_count(self._store, r.name),
                 }
                 for r in store.list_recurring()
             ],

@@ -26,6 +26,7 @@ from ratchet_api.store.protocols import (
     WorkflowConditionStore,
 )
 from ratchet_core.dashboard.api import MASK, ApiError, DashboardApi, summary
+from ratchet_core.features.recurring.history import history as recurring_history
 from ratchet_core.payload.forms import decode_invocation
 
 BULK_ACTIONS = ("retry", "cancel", "delete", "pause", "resume")
@@ -384,19 +385,15 @@ class OperatorApi:
     # ------------------------------------------------------------ schedules
 
     def schedule(self, name: str) -> dict[str, Any]:
-        """One recurring definition with its recent firings (the newest 20 jobs it fired)."""
+        """One recurring definition with its recent firings (the 20 latest slots it fired, a
+        misfire round marked: features/recurring/history.py) and its misfire count."""
         recurring = self._store.capability(RecurringJobStore)
         if recurring is None:
             raise ApiError(404, "the store keeps no recurring definitions")
         definition = recurring.find_recurring(name)
         if definition is None:
             raise ApiError(404, f"no recurring definition {name!r}")
-        queries = self._store.capability(JobQueryStore)
-        firings = (
-            queries.search_jobs(JobQuery(tag=f"{RECURRING_TAG}{name}", limit=20))
-            if queries is not None
-            else []
-        )
+        seen = recurring_history(self._store, name, limit=20)
         return {
             "name": definition.name,
             "target": definition.target,
@@ -406,7 +403,8 @@ class OperatorApi:
             "misfire_policy": definition.misfire_policy.value,
             "next_fire_at": _iso(definition.next_fire_at),
             "last_fired_at": _iso(definition.last_fired_at),
-            "firings": [summary(j) for j in firings],
+            "misfires": seen.misfires,
+            "firings": [f.as_json() for f in seen.firings],
         }
 
     def schedule_action(self, name: str, action: str) -> dict[str, Any]:

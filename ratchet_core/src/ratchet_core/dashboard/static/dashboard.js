@@ -262,10 +262,12 @@ async function recurring() {
   const data = await api("recurring");
   const rows = data.schedules.map((r) => el("tr", {},
     el("td", {}, r.name), el("td", {}, r.target), el("td", {}, `${r.cron} (${r.timezone})`),
-    el("td", {}, r.enabled ? "yes" : "no"), el("td", {}, when(r.next_fire_at)), el("td", {}, when(r.last_fired_at))));
+    el("td", {}, r.enabled ? "yes" : "no"), el("td", {}, when(r.next_fire_at)), el("td", {}, when(r.last_fired_at)),
+    el("td", { class: "misfires", title: "misfire policy " + r.misfire_policy },
+      r.misfires === null || r.misfires === undefined ? "–" : r.misfires)));
   setView(el("h2", {}, "Recurring schedules"), data.available ? el("table", { id: "recurring-table" },
-    el("thead", {}, el("tr", {}, ["name", "target", "cron", "enabled", "next", "last"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 6, class: "muted" }, "no schedules"))))
+    el("thead", {}, el("tr", {}, ["name", "target", "cron", "enabled", "next", "last", "misfires"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, rows.length ? rows : el("tr", {}, el("td", { colspan: 7, class: "muted" }, "no schedules"))))
     : el("p", { class: "muted" }, "The store has no recurring capability."));
 }
 

@@ -200,15 +200,21 @@ async function schedule(name) {
     el("button", { id: "schedule-trigger", onclick: () => act("trigger") }, "Trigger now"),
     data.enabled ? el("button", { id: "schedule-pause", class: "secondary", onclick: () => act("pause") }, "Pause")
       : el("button", { id: "schedule-resume", class: "secondary", onclick: () => act("resume") }, "Resume")];
-  const firings = data.firings.map((j) => el("tr", {}, el("td", {}, jobLink(j.id)),
-    el("td", {}, statusBadge(j.status)), el("td", {}, when(j.scheduled_at)), el("td", {}, when(j.finished_at)),
-    el("td", { class: "muted" }, j.last_error || "")));
+  const late = (s) => (s < 120 ? Math.round(s) + " s" : s < 7200 ? Math.round(s / 60) + " min" : Math.round(s / 3600) + " h");
+  const misfire = (f) => (!f.misfire ? "" : f.skipped ? `skipped ${f.missed} slot(s) (${f.policy})`
+    : `late by ${late(f.late_seconds)}` + (f.missed ? `, ${f.missed} slot(s) without a job` : "") + ` (${f.policy})`);
+  const firings = data.firings.map((j) => el("tr", { class: j.misfire ? "firing misfire" : "firing" },
+    el("td", {}, jobLink(j.id)), el("td", {}, statusBadge(j.status)), el("td", {}, when(j.scheduled_at)),
+    el("td", {}, when(j.fired_at)), el("td", {}, when(j.finished_at)),
+    el("td", { class: "misfire-note" }, misfire(j)), el("td", { class: "muted" }, j.skipped ? "" : j.last_error || "")));
   page(el("h2", {}, "Schedule ", data.name, " ", el("span", { id: "schedule-state" }, data.enabled ? "active" : "paused")),
     el("div", { class: "actions" }, buttons),
     el("dl", {}, [["target", data.target], ["cron", `${data.cron} (${data.timezone})`],
-      ["misfires", data.misfire_policy], ["next", when(data.next_fire_at)], ["last", when(data.last_fired_at)]]
+      ["misfire policy", data.misfire_policy],
+      ["misfires", el("span", { id: "schedule-misfires" }, data.misfires === null ? "not recorded by this store" : data.misfires)],
+      ["next", when(data.next_fire_at)], ["last", when(data.last_fired_at)]]
       .map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)])),
-    el("h3", {}, "Recent firings"), table("firings-table", ["job", "status", "due", "finished", "error"], firings, "not fired yet"));
+    el("h3", {}, "Recent firings"), table("firings-table", ["job", "status", "due", "fired", "finished", "misfire", "error"], firings, "not fired yet"));
 }
 
 function enhanceSchedules() {

@@ -39,7 +39,18 @@ from ratchet_api.store.entities import (
     RecurringAdvance,
     RecurringJobEntity,
 )
-from ratchet_api.store.protocols import JobQueryStore, JobStore, RecurringJobStore
+from ratchet_api.store.protocols import (
+    JobExtensionStore,
+    JobQueryStore,
+    JobStore,
+    RecurringJobStore,
+)
+from ratchet_core.features.recurring.history import (
+    MISFIRE_PROPERTY,
+    MISFIRE_VALUE,
+    MISSED_PROPERTY,
+    POLICY_PROPERTY,
+)
 from ratchet_core.features.recurring.schedule import IntervalSchedule, Schedule, parse_schedule
 from ratchet_core.features.recurring.settings import RecurringSettings
 from ratchet_core.features.recurring.template import decode_template, job_for, run_tag
@@ -119,6 +130,8 @@ class _Round:
     slots: tuple[datetime, ...]
     busy: int
     jobs: list[JobEntity]
+    record: JobEntity | None = None
+    """The never-run job recording a misfire round that fired nothing (history.py)."""
 
 
 CHUNK = 50
@@ -250,6 +263,12 @@ class RecurringSweeper:
         if not rounds:
             return FireOutcome()
         written = self._write(jobs) if jobs else 0
+        records = [r.record for r in rounds if r.record is not None]
+        if records:
+            self._write(records)
+        for r in rounds:
+            if r.plan.late:
+                self._mark_misfire(r)
         won = self._recurring.advance_next_fire_many(
             [
                 RecurringAdvance(
@@ -284,10 +303,48 @@ class RecurringSweeper:
             busy = len(slots) - min(free, len(slots))
             slots = slots[:free]
         jobs = [job_for(definition, template, slot=s, now=now) for s in slots]
+        record = None
+        if p.late and not jobs:
+            # a misfire that fires nothing (SKIP, or max_instances busy): its record is a job
+            # for the missed slot that never runs (keyed as the slot's job: one per round)
+            record = attrs.evolve(
+                job_for(definition, template, slot=definition.next_fire_at, now=now),
+                status=JobStatus.CANCELLED,
+                finished_at=now,
+                last_error=(
+                    f"misfire: {p.dropped + busy} slot(s) from "
+                    f"{definition.next_fire_at.isoformat()} skipped (misfire policy "
+                    f"{definition.misfire_policy.value}"
+                    + (f", max_instances: {busy} still running" if busy else "")
+                    + f"); next at {p.next_fire_at.isoformat()}"
+                ),
+            )
         if self._pipeline is not None:
             seal = self._pipeline.seal_fired
             jobs = [seal(job, template.invocation, definition.name) for job in jobs]
-        return _Round(definition, p, slots, busy, jobs)
+            if record is not None:
+                record = seal(record, template.invocation, definition.name)
+        return _Round(definition, p, slots, busy, jobs, record)
+
+    def _mark_misfire(self, r: _Round) -> None:
+        """Mark the first job of a misfire round (history.py): write-once properties, so
+        racing sweepers of the same round write them once; best effort (a store without
+        ``JobExtensionStore`` keeps the log line and the metric only)."""
+        ext = self._store.capability(JobExtensionStore)
+        first = r.jobs[0] if r.jobs else r.record
+        if ext is None or first is None:
+            return
+        key = first.idempotency_key
+        try:
+            stored = self._store.find_by_idempotency_key(key) if key else None
+            if stored is None:
+                return
+            missed = r.plan.dropped + r.busy
+            ext.put_property(stored.id, MISFIRE_PROPERTY, MISFIRE_VALUE)
+            ext.put_property(stored.id, MISSED_PROPERTY, str(missed))
+            ext.put_property(stored.id, POLICY_PROPERTY, r.definition.misfire_policy.value)
+        except Exception:  # noqa: BLE001 - the firing itself is done; the mark is best effort
+            _log.warning("recurring job %r: misfire not recorded", r.definition.name, exc_info=True)
 
     def _write(self, jobs: list[JobEntity]) -> int:
         """Write the slot jobs (existing keys skipped); the number actually written."""
