@@ -124,7 +124,7 @@ def load(store: Any, pending: int, finished: int, days: int) -> dict[str, float]
             template.id,
             {
                 "id": "gen_random_uuid()",
-                "priority": "(g * 7919 % 101) - 50",
+                "priority": "(g::bigint * 7919 % 101)::int - 50",
                 "execution_target": "(ARRAY[NULL, NULL, 'gpu', 'io'])[g % 4 + 1]",
                 "scheduled_at": f"CASE WHEN g % 5 = 0 THEN {ahead} ELSE {due} END",
                 "created_at": "timezone('UTC', now())",

@@ -206,7 +206,7 @@ class Retention:
     def __init__(self, store: JobStore, policy: RetentionPolicy) -> None:
         self._store = store
         self._archive = store.capability(ArchiveStore)
-        self._history = store if isinstance(store, PartitionedHistory) else None
+        self._history = store.capability(PartitionedHistory)
         self.policy = policy
 
     @property
