@@ -33,7 +33,7 @@ def _count(condition: Doc) -> Doc:
     return {"$sum": {"$cond": [condition, 1, 0]}}
 
 
-class QueueStatsMixin(MongoBase):
+class MongoQueueStatsMixin(MongoBase):
     def queue_stats_pipeline(self, now: datetime, finished_since: datetime | None) -> list[Doc]:
         """The aggregation ``queue_stats`` runs at the server time ``now`` (for ``explain``)."""
         pending = {"$eq": ["$status", JobStatus.PENDING.value]}
@@ -96,4 +96,4 @@ class QueueStatsMixin(MongoBase):
         )
 
 
-__all__ = ["QueueStatsMixin"]
+__all__ = ["MongoQueueStatsMixin"]

@@ -23,7 +23,7 @@ from ratchet_store_mongo._cluster import ClusterMixin
 from ratchet_store_mongo._features import FeaturesMixin
 from ratchet_store_mongo._flow import MongoFlowControlMixin
 from ratchet_store_mongo._maintenance import JobMaintenanceMixin
-from ratchet_store_mongo._queues import QueueStatsMixin
+from ratchet_store_mongo._queues import MongoQueueStatsMixin
 from ratchet_store_mongo._sealed import MongoSealedValueMixin
 from ratchet_store_mongo.errors import is_transient, translate, translated
 from ratchet_store_mongo.schema import MongoSchema
@@ -48,7 +48,7 @@ class MongoJobStore(
     FeaturesMixin,
     MongoFlowControlMixin,
     AdminMixin,
-    QueueStatsMixin,
+    MongoQueueStatsMixin,
     MongoSealedValueMixin,
 ):
     """The Ratchet store on MongoDB 6+ (a replica set: transactions are used for the few

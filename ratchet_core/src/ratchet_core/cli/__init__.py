@@ -45,6 +45,7 @@ COMMAND_MODULES: Mapping[str, str] = {
         "dashboard",
         "health",
         "config",
+        "metrics",
     )
 }
 """Top-level command name -> module of this package registering it (``jobs`` also holds the

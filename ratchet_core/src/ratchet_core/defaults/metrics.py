@@ -1,6 +1,7 @@
 """The ``MetricsCollector`` defaults: :func:`create_metrics_collector` (the container's
 ``metrics_collector``, the backend that ``metrics.backend`` selects: the statsd collector of
-:mod:`ratchet_core.observability.metrics`, the OpenTelemetry one of :mod:`ratchet_core.contrib.otel`)
+:mod:`ratchet_core.observability.metrics`, the OpenTelemetry one of :mod:`ratchet_core.contrib.otel`, the Prometheus one of
+:mod:`ratchet_core.observability.prometheus`)
 and :class:`NoOpMetricsCollector`, used when metrics are disabled."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from ratchet_api.spi import SignalOutcome
 from ratchet_api.spi.runtime import MetricsCollector, RatchetConfig
 from ratchet_core.observability.metrics import (
     METRICS_BACKEND,
+    PROMETHEUS_ADDR,
+    PROMETHEUS_PORT,
     STATSD_HOST,
     STATSD_PORT,
     STATSD_PREFIX,
@@ -125,5 +128,17 @@ def create_metrics_collector(settings: RatchetConfig) -> MetricsCollector:
                 "metrics.backend",
                 f"otel needs the OpenTelemetry API: pip install 'ratchet-core[otel]' ({exc})",
             ) from exc
+    if backend == "prometheus":
+        try:
+            from ratchet_core.observability.prometheus import PrometheusMetricsCollector
+        except ImportError as exc:
+            raise ConfigurationError(
+                "metrics.backend",
+                "prometheus needs prometheus-client: pip install 'ratchet-core[prometheus]' "
+                f"({exc})",
+            ) from exc
+        return PrometheusMetricsCollector(
+            port=settings.get(PROMETHEUS_PORT), addr=settings.get(PROMETHEUS_ADDR)
+        )
     collector: MetricsCollector = NoOpMetricsCollector()
     return collector

@@ -20,11 +20,11 @@ from ratchet_api.spi.runtime import (
     RatchetConfigKey,
     SignalOutcome,
 )
-from ratchet_core.runtime.config import parse_int, parse_str, register_key
+from ratchet_core.runtime.config import parse_float, parse_int, parse_str, register_key
 
 _log = logging.getLogger("ratchet.metrics")
 
-_BACKENDS = ("noop", "statsd", "otel")
+_BACKENDS = ("noop", "statsd", "otel", "prometheus")
 
 
 def _parse_backend(raw: str) -> str:
@@ -39,8 +39,9 @@ METRICS_BACKEND = register_key(
         "metrics.backend",
         _parse_backend,
         "noop",
-        "Metrics backend: noop (default, nothing is recorded), statsd, or otel (the OpenTelemetry "
-        "metrics API; needs ratchet-core[otel]).",
+        "Metrics backend: noop (default, nothing is recorded), statsd, otel (the OpenTelemetry "
+        "metrics API; needs ratchet-core[otel]) or prometheus (prometheus-client counters; "
+        "needs ratchet-core[prometheus]).",
     )
 )
 STATSD_HOST = register_key(
@@ -62,6 +63,40 @@ STATSD_PREFIX = register_key(
         parse_str,
         "",
         "Prefix put before every metric name (empty: names start with 'ratchet.').",
+    )
+)
+
+PROMETHEUS_PORT = register_key(
+    RatchetConfigKey(
+        "metrics.prometheus.port",
+        parse_int(0, 65535),
+        0,
+        "With metrics.backend = prometheus: the port a process serves its own counters on "
+        "(0: not served; mount make_wsgi_app/make_asgi_app or run ratchet metrics serve).",
+    )
+)
+PROMETHEUS_ADDR = register_key(
+    RatchetConfigKey(
+        "metrics.prometheus.addr",
+        parse_str,
+        "0.0.0.0",
+        "Interface of the metrics.prometheus.port server.",
+    )
+)
+PROMETHEUS_CACHE = register_key(
+    RatchetConfigKey(
+        "metrics.prometheus.cache_seconds",
+        parse_float(0.0, 3600.0),
+        5.0,
+        "How long the store gauges of one scrape are reused by the next scrapes (seconds).",
+    )
+)
+PROMETHEUS_WINDOW = register_key(
+    RatchetConfigKey(
+        "metrics.prometheus.window_seconds",
+        parse_float(1.0, 86400.0),
+        300.0,
+        "Window of the ratchet_jobs_finished_recent gauge (seconds).",
     )
 )
 
@@ -274,6 +309,10 @@ def _priority(priority: JobPriority | int) -> str:
 
 __all__ = [
     "METRICS_BACKEND",
+    "PROMETHEUS_ADDR",
+    "PROMETHEUS_CACHE",
+    "PROMETHEUS_PORT",
+    "PROMETHEUS_WINDOW",
     "STATSD_HOST",
     "STATSD_PORT",
     "STATSD_PREFIX",
