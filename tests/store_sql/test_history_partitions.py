@@ -189,7 +189,9 @@ def test_retention_drops_whole_partitions_and_keeps_the_newer_rows(store: SqlJob
     old = [finished_job(now - age) for age in (15 * DAY, 12 * DAY, 12 * DAY)]
     boundary = finished_job(now - 10 * DAY + timedelta(minutes=1))
     new = [finished_job(now - age) for age in (3 * DAY, timedelta(0))]
-    pending = JobEntity(target="tests.engine.targets:noop", scheduled_at=now)  # still live
+    pending = JobEntity(  # still live, created before its first attempt 15 days ago
+        target="tests.engine.targets:noop", scheduled_at=now, created_at=now - 16 * DAY
+    )
     store.bulk_insert([*old, boundary, *new, pending])
     for job in (*old, boundary, *new):
         assert store.archive_job(job.id)

@@ -144,8 +144,10 @@ class HistoryOperations(SqlBase):
 
         A dropped archive partition takes its jobs' log lines and any execution records of
         them in the default partition along (in the same transaction). Before an execution
-        partition is dropped, its records of jobs still in ``ratchet_jobs`` or still archived
-        move to the default partition, where they stay until their job is deleted. Returns
+        partition is dropped, its records of jobs still in ``ratchet_jobs`` move to the default
+        partition, where they stay until their job is deleted; the records of an archived job
+        that finished after the cutoff go with their day (they are older than the horizon
+        themselves: an attempt days before the job's last one). Returns
         the number of archived jobs dropped; 0 (nothing done) where history is not partitioned.
         A partition whose lock is not granted within ``LOCK_TIMEOUT`` raises a
         ``TransientStoreError``; the next call takes it up again."""
@@ -171,7 +173,9 @@ class HistoryOperations(SqlBase):
         executions = s.executions.name
         for day in self.history_partitions(executions):
             if day + HISTORY_PARTITION_INTERVAL <= bound:
-                self._drop_executions(partition_name(executions, day))
+                self._drop_executions(
+                    partition_name(executions, day), day + HISTORY_PARTITION_INTERVAL
+                )
         return dropped
 
     def _drop_archive(self, name: str) -> int:
@@ -189,17 +193,21 @@ class HistoryOperations(SqlBase):
         _log.info("dropped history partition %s (%d archived jobs)", name, count)
         return count
 
-    def _drop_executions(self, name: str) -> None:
+    def _drop_executions(self, name: str, end: datetime) -> None:
         table = s.executions.name
         with self._write("drop_history_partition") as conn:
             conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             conn.exec_driver_sql(f"LOCK TABLE {name} IN SHARE MODE")  # no record into it
-            # the records to keep, found before the parent table is locked
-            conn.exec_driver_sql(
-                f"CREATE TEMPORARY TABLE ratchet_kept_executions ON COMMIT DROP AS"
-                f" SELECT * FROM {name} e"
-                f" WHERE EXISTS (SELECT 1 FROM {s.jobs.name} j WHERE j.id = e.job_id)"
-                f" OR EXISTS (SELECT 1 FROM {s.archived_jobs.name} a WHERE a.id = e.job_id)"
+            # the records to keep (of jobs still in the jobs table, which were created before
+            # the partition's day ended: a hash of those few ids, not a probe per record),
+            # found before the parent table is locked
+            conn.execute(
+                sa.text(
+                    f"CREATE TEMPORARY TABLE ratchet_kept_executions ON COMMIT DROP AS"
+                    f" SELECT * FROM {name} e WHERE e.job_id IN"
+                    f" (SELECT j.id FROM {s.jobs.name} j WHERE j.created_at < :end)"
+                ),
+                {"end": end},
             )
             conn.exec_driver_sql(f"ALTER TABLE {table} DETACH PARTITION {name}")
             kept = conn.exec_driver_sql(  # into the default partition: the range is gone
