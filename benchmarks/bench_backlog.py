@@ -230,7 +230,8 @@ def explain_claim(store: Any, batch: int, targets: list[str] | None, tags: Any) 
         raw.rollback()
     finally:
         raw.close()
-    keep = [ln.strip() for ln in lines if "Scan" in ln or "Execution Time" in ln]
+    totals = next((ln.strip() for ln in lines if "Buffers:" in ln), "")
+    keep = [ln.strip() for ln in lines if "Scan" in ln or "Execution Time" in ln] + [totals]
     return "\n      ".join(keep)
 
 
@@ -275,6 +276,30 @@ def claims(
         "p99": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
         "rate": done / busy if busy else 0.0,
         "claimed": float(done),
+    }
+
+
+def drop_history(store: Any, horizon: int, batches: int) -> dict[str, float]:
+    """The history past ``horizon`` days leaves: first ``batches`` batches of 5,000 archived
+    jobs by ``delete_archived_before`` (rows, for comparison), then the rest by dropping daily
+    partitions (``maintain_history``). Jobs/s of each."""
+    from ratchet_core.features.retention import align_down
+
+    now = store.server_now()
+    cutoff = align_down(now - timedelta(days=horizon), timedelta(days=1))
+    t0 = time.perf_counter()
+    deleted = sum(store.delete_archived_before(cutoff, 5_000) for _ in range(batches))
+    t1 = time.perf_counter()
+    before = len(store.history_partitions("ratchet_archived_jobs"))
+    dropped = store.maintain_history(cutoff, now)
+    t2 = time.perf_counter()
+    return {
+        "deleted": deleted,
+        "delete_rate": deleted / (t1 - t0) if deleted else 0.0,
+        "dropped": dropped,
+        "drop_seconds": t2 - t1,
+        "drop_rate": dropped / (t2 - t1) if dropped else 0.0,
+        "partitions": before - len(store.history_partitions("ratchet_archived_jobs")),
     }
 
 
@@ -449,12 +474,12 @@ def main(argv: list[str] | None = None) -> int:
                 results[pending]["any"].append(claims(store, args.claims, args.batch, None, rng))
                 results[pending]["gpu"].append(claims(store, args.claims, args.batch, ["gpu"], rng))
         print(f"\nload {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-        print(
-            "| pending | finished | claim p50 ms | claim p99 ms | claim+complete jobs/s |"
-            " `gpu` p50 / p99 ms | `gpu` jobs/s |"
-        )
-        print("|---:|---:|---:|---:|---:|---:|---:|")
-        for pending, by in results.items():
+        if args.rounds:
+            print(
+                "| pending | finished | claim p50 ms | claim p99 ms | claim+complete jobs/s |"
+                " `gpu` p50 / p99 ms | `gpu` jobs/s |\n|---:|---:|---:|---:|---:|---:|---:|"
+            )
+        for pending, by in results.items() if args.rounds else ():
             a = _merge(by["any"])
             g = _merge(by["gpu"])
             finished = args.finished if pending == largest else pending
@@ -464,6 +489,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.process:
             store = stores[largest]
+            gone = drop_history(store, args.horizon, 4)
+            print(
+                f"\nhistory past {args.horizon} days: {gone['deleted']:,} archived jobs deleted by"
+                f" rows at {gone['delete_rate']:,.0f} jobs/s, then {gone['dropped']:,} archived jobs"
+                f" (and their execution records) in {gone['partitions']} daily partitions dropped in"
+                f" {gone['drop_seconds']:.1f} s ({gone['drop_rate']:,.0f} jobs/s)",
+                flush=True,
+            )
             before = sizes(store)
             figures = process(store, args.process, 100, args.sweep_every, args.horizon)
             after = sizes(store)
