@@ -22,11 +22,14 @@ from ratchet_api.store.protocols import (
     ArchiveStore,
     BatchStore,
     JobQueryStore,
+    QueueStatsStore,
     RecurringJobStore,
     WorkflowConditionStore,
 )
+from ratchet_api.store.queues import QueueCounts
 from ratchet_core.dashboard.api import MASK, ApiError, DashboardApi, summary
 from ratchet_core.features.recurring.history import history as recurring_history
+from ratchet_core.observability.queues import read_queue_stats
 from ratchet_core.payload.forms import decode_invocation
 
 BULK_ACTIONS = ("retry", "cancel", "delete", "pause", "resume")
@@ -318,63 +321,50 @@ class OperatorApi:
     def queues(self, params: Mapping[str, str]) -> dict[str, Any]:
         """Per execution target label (``""``: jobs without one) and per job target: depth
         (PENDING), due now, age of the oldest due job, running, and over ``window`` seconds
-        (default 3600) the finished jobs per minute and the failure rate. Read from the
-        newest :data:`SCAN` rows of each kind (``truncated`` says when there were more).
-        Targets cannot be paused from here: no store keeps a per-target pause (``pause``
-        says so); pause single jobs, or stop the workers of a label."""
-        queries = self._store.capability(JobQueryStore)
-        if queries is None:
+        (default 3600) the finished jobs per minute and the failure rate. One
+        ``QueueStatsStore`` read (:func:`~ratchet_core.observability.queues.read_queue_stats`);
+        a store without it is scanned (the newest :data:`SCAN` rows of each kind, ``truncated``
+        says when there were more). Targets cannot be paused from here: no store keeps a
+        per-target pause (``pause`` says so); pause single jobs, or stop the workers of a
+        label."""
+        if (
+            self._store.capability(QueueStatsStore) is None
+            and self._store.capability(JobQueryStore) is None
+        ):
             return {"available": False, "labels": [], "targets": []}
         window = timedelta(seconds=_int(params, "window", 3600, 60, 31 * 86400))
         now = self._store.server_now()
-        active = queries.search_jobs(
-            JobQuery(
-                statuses=frozenset({JobStatus.PENDING, JobStatus.RUNNING}),
-                limit=SCAN,
-                order=SortOrder.OLDEST_FIRST,
-            )
-        )
-        finished = queries.search_jobs(
-            JobQuery(
-                statuses=frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED}),
-                created_after=now - window,
-                limit=SCAN,
-            )
-        )
-        labels: dict[str, dict[str, Any]] = {}
-        targets: dict[str, dict[str, Any]] = {}
-        for job in active:
-            for key, table in ((job.execution_target or "", labels), (job.target, targets)):
-                row = table.setdefault(key, _queue_row(key))
-                if job.status is JobStatus.RUNNING:
-                    row["running"] += 1
-                    continue
-                row["depth"] += 1
-                if job.scheduled_at <= now:
-                    row["due"] += 1
-                    age = (now - job.scheduled_at).total_seconds()
-                    row["oldest_due_seconds"] = max(row["oldest_due_seconds"] or 0.0, age)
+        stats = read_queue_stats(self._store, now - window, scan=SCAN)
         minutes = window.total_seconds() / 60
-        for job in finished:
-            for key, table in ((job.execution_target or "", labels), (job.target, targets)):
-                row = table.setdefault(key, _queue_row(key))
-                row["finished"] += 1
-                if job.status is JobStatus.FAILED:
-                    row["failed"] += 1
-        for row in [*labels.values(), *targets.values()]:
-            row["per_minute"] = round(row["finished"] / minutes, 3)
-            row["failure_rate"] = (
-                round(row["failed"] / row["finished"], 4) if row["finished"] else 0.0
-            )
-            if row["oldest_due_seconds"] is not None:
-                row["oldest_due_seconds"] = round(row["oldest_due_seconds"], 1)
+
+        def rows(groups: Mapping[str, QueueCounts]) -> list[dict[str, Any]]:
+            out = []
+            for name, c in sorted(groups.items()):
+                finished = c.succeeded + c.failed
+                oldest = stats.oldest_due_age(c).total_seconds() if c.due else None
+                out.append(
+                    {
+                        "name": name,
+                        "depth": c.pending,
+                        "due": c.due,
+                        "oldest_due_seconds": round(oldest, 1) if oldest is not None else None,
+                        "running": c.running,
+                        "finished": finished,
+                        "failed": c.failed,
+                        "per_minute": round(finished / minutes, 3),
+                        "failure_rate": round(c.failed / finished, 4) if finished else 0.0,
+                    }
+                )
+            return out
+
         return {
             "available": True,
             "window_seconds": window.total_seconds(),
-            "scanned": len(active) + len(finished),
-            "truncated": len(active) >= SCAN or len(finished) >= SCAN,
-            "labels": sorted(labels.values(), key=lambda r: r["name"]),
-            "targets": sorted(targets.values(), key=lambda r: r["name"]),
+            "exact": stats.exact,
+            "scanned": stats.scanned or 0,
+            "truncated": not stats.exact,
+            "labels": rows(stats.grouped(lambda r: r.execution_target or "")),
+            "targets": rows(stats.grouped(lambda r: r.target)),
             "pause": {
                 "supported": False,
                 "reason": "the stores keep no per-target pause: pause jobs (bulk pause of a "
@@ -530,18 +520,6 @@ def _edge_state(status: JobStatus) -> str:
     if status is JobStatus.CANCELLED:
         return "not taken"
     return "released"
-
-
-def _queue_row(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "depth": 0,
-        "due": 0,
-        "oldest_due_seconds": None,
-        "running": 0,
-        "finished": 0,
-        "failed": 0,
-    }
 
 
 def _search_answer(text: str, found: dict[UUID, dict[str, Any]], scanned: int) -> dict[str, Any]:
