@@ -20,6 +20,7 @@ from ratchet_api.errors import StoreError
 from ratchet_api.model import JobStatus, NodeTagFilter, StateWriteResult, VersionedState
 from ratchet_api.store.entities import BatchEntity, JobEntity, LockEntity, NodeEntity
 from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.queues import QueueStats, stats_of_jobs
 from ratchet_tck.fixture import BaseStoreFixture
 from ratchet_tck.memory import CoreMemoryStore, InMemoryJobStore
 
@@ -312,6 +313,19 @@ class PermitOverLimitStore(InMemoryJobStore):
             return True
 
 
+class FutureCountedDueStore(InMemoryJobStore):
+    """Counts every PENDING job as due, the ones scheduled for later too (an autoscaler then
+    starts workers for work that does not exist yet)."""
+
+    def queue_stats(self, finished_since: datetime | None = None) -> QueueStats:
+        with self._s.lock:
+            jobs = [
+                attrs.evolve(j, scheduled_at=min(j.scheduled_at, self._s.now()))
+                for j in self._s.jobs.values()
+            ]
+            return stats_of_jobs(jobs, self._s.now(), finished_since)
+
+
 class MemoryTransaction:
     """A caller's transaction over an in-memory store: the writes made through a view joined
     to it are undone, newest first, by ``rollback``."""
@@ -432,6 +446,7 @@ ArchiveDropsStateFixture = _fixture(ArchiveDropsStateStore)
 DeleteLeavesPropertiesFixture = _fixture(DeleteLeavesPropertiesStore)
 DoubleSignalFixture = _fixture(DoubleSignalStore)
 PermitOverLimitFixture = _fixture(PermitOverLimitStore)
+FutureCountedDueFixture = _fixture(FutureCountedDueStore)
 JoinedLivenessFixture = _fixture(JoinedLivenessStore)
 TransactionalMemoryFixture = _fixture(TransactionalMemoryStore)
 """Not broken: the memory store with callers' transactions (REQUIRES_NEW kept)."""

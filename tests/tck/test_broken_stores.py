@@ -94,6 +94,11 @@ CASES: list[tuple[str, type[StoreContract], str]] = [
         tck.ResourcePermitStoreContract,
         "test_expired_permits_do_not_count",
     ),
+    (
+        "FutureCountedDueFixture",
+        tck.QueueStatsStoreContract,
+        "test_pending_due_and_oldest_per_execution_target_and_band",
+    ),
     *(
         ("JoinedLivenessFixture", tck.TransactionBoundaryContract, test)
         for test in (
