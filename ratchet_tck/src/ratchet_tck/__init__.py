@@ -36,6 +36,7 @@ from ratchet_tck.contracts import (
     StoreContract,
     TagStoreContract,
     TransactionBoundaryContract,
+    WorkerBatchStoreContract,
     WorkflowConditionStoreContract,
 )
 from ratchet_tck.fixture import BaseStoreFixture, StoreFixture, StoreTransaction, now_ms
@@ -58,6 +59,7 @@ __all__ = [
     "JobPauseStoreContract",
     "JobQueryStoreContract",
     "QueueStatsStoreContract",
+    "WorkerBatchStoreContract",
     "JobRetryStoreContract",
     "JobTerminalStoreContract",
     "LockStoreContract",

@@ -29,6 +29,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.JobQueryStoreContract,
     _c.JobAnalyticsStoreContract,
     _c.QueueStatsStoreContract,
+    _c.WorkerBatchStoreContract,
     _c.JobAuditStoreContract,
     _c.JobExtensionStoreContract,
     _c.SealedValueStoreContract,

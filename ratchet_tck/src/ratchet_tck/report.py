@@ -50,6 +50,8 @@ CAPABILITY_FEATURES: Mapping[str, str] = {
     "SealedValueStore": "`ratchet keys rotate` and `ratchet keys status`",
     "QueueStatsStore": "exact queue figures: the Prometheus queue gauges and the dashboard's "
     "queues page read a bounded scan of the newest jobs instead",
+    "WorkerBatchStore": "nothing but round trips: started marks after the start, one "
+    "statement per failed job",
 }
 """What the engine cannot do on a store without each optional capability (the report lists it
 for every capability the store does not advertise)."""

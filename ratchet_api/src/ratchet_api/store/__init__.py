@@ -9,6 +9,8 @@ from ratchet_api.store.entities import (
     Completion,
     ConditionKind,
     ExecutionRecord,
+    FailedClaim,
+    FailureWrite,
     JobEntity,
     JobLogLine,
     JobQuery,
@@ -51,6 +53,7 @@ from ratchet_api.store.protocols import (
     SealedValueStore,
     SignalStore,
     TagStore,
+    WorkerBatchStore,
     WorkflowConditionStore,
 )
 from ratchet_api.store.queues import (
@@ -76,6 +79,8 @@ __all__ = [
     "FlowControlStore",
     "CAPABILITIES",
     "Completion",
+    "FailedClaim",
+    "FailureWrite",
     "ConditionKind",
     "ExecutionRecord",
     "JobAnalyticsStore",
@@ -122,6 +127,7 @@ __all__ = [
     "StoredValue",
     "TagStore",
     "WorkflowConditionEntity",
+    "WorkerBatchStore",
     "WorkflowConditionStore",
     "as_timedelta",
     "declared_spi_version",

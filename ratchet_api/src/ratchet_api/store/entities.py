@@ -111,6 +111,10 @@ class JobEntity:
     flow_control: str | None = None
     """The job's flow-control options as JSON written by the engine (permit count of
     ``resource_key``, rate limit); None for a job without any."""
+    fairness_key: str | None = attrs.field(default=None, validator=_key)
+    """The group the job is claimed fairly within (e.g. a tenant): a store with
+    ``FairClaimStore`` interleaves the keys of due jobs of equal priority, so one key's
+    backlog does not delay the others. None: the job belongs to the unkeyed group."""
 
 
 @attrs.frozen(kw_only=True)
@@ -120,6 +124,38 @@ class Completion:
     job_id: UUID
     claim_seq: int
     result: str | None = None
+
+
+class FailureWrite(enum.StrEnum):
+    """What a fenced failure write of ``WorkerBatchStore.write_failures`` does."""
+
+    RETRY = "RETRY"
+    """RUNNING -> PENDING due at ``run_at`` with ``last_error``, owner cleared (as
+    ``JobRetryStore.schedule_retry``)."""
+    DEAD_LETTER = "DEAD_LETTER"
+    """RUNNING -> FAILED with ``last_error`` and ``finished_at``, owner cleared, counted as a
+    failed child of its batch (as ``JobTerminalStore.mark_failed_terminal``)."""
+
+
+def _retry_due(
+    instance: FailedClaim, attribute: attrs.Attribute[Any], value: datetime | None
+) -> None:
+    require_utc(value, attribute.name)
+    if instance.kind is FailureWrite.RETRY and value is None:
+        raise ValueError(f"job {instance.job_id}: a RETRY write needs run_at")
+
+
+@attrs.frozen(kw_only=True)
+class FailedClaim:
+    """One fenced failure write for ``WorkerBatchStore.write_failures``: applies only while
+    the job is RUNNING under ``claim_seq``."""
+
+    job_id: UUID
+    claim_seq: int
+    kind: FailureWrite
+    error: str
+    run_at: datetime | None = attrs.field(default=None, validator=_retry_due)
+    """When a RETRY is due again (aware UTC); ignored for a DEAD_LETTER."""
 
 
 @attrs.frozen(kw_only=True)
@@ -385,6 +421,8 @@ __all__ = [
     "BatchStatus",
     "ChildSettlement",
     "Completion",
+    "FailedClaim",
+    "FailureWrite",
     "ConditionKind",
     "ExecutionRecord",
     "JobEntity",

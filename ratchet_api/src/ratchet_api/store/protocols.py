@@ -42,6 +42,7 @@ from ratchet_api.store.entities import (
     ChildSettlement,
     Completion,
     ExecutionRecord,
+    FailedClaim,
     JobEntity,
     JobLogLine,
     JobQuery,
@@ -684,6 +685,28 @@ class JobAnalyticsStore(Protocol):
 
 
 @runtime_checkable
+class FairClaimStore(Protocol):
+    """Claims that interleave fairness keys (``JobEntity.fairness_key``, e.g. a tenant), so a
+    burst of one key does not starve the others. A store with it changes the order of
+    ``JobClaimStore.claim_next_batch`` (and ``WorkerBatchStore.claim_and_start``) among due
+    jobs of equal priority: round robin across keys. Jobs without a key form one group of
+    their own; a claim over jobs of that group only is ordered exactly as without the
+    capability. A store without it gets the engine's fallback: the key is stored and shown
+    but claims keep the plain order (a warning names the store once).
+
+    Since store SPI 1.1 (third wave)."""
+
+    def claims_fairly(self) -> bool:
+        """True: every claim orders due jobs by priority (highest first), then by their rank
+        within their ``(priority, fairness_key)`` group (1 for each group's first job by
+        ``scheduled_at``, id; 2 for its second; ...), then ``scheduled_at``, then id, and
+        returns them in that order; ``fairness_key`` is stored and read back as written (at
+        most 255 characters). A claim may read the keys that exist at most about a second
+        late (a store may skip the interleaving while it has seen no keyed PENDING job)."""
+        ...
+
+
+@runtime_checkable
 class QueueStatsStore(Protocol):
     """Queue figures in one read, for autoscalers, metrics and the dashboard's queues page.
     A store without it gets the engine's fallback: a bounded scan through ``JobQueryStore``
@@ -697,6 +720,43 @@ class QueueStatsStore(Protocol):
         after it. ``now`` is the store's clock of the read. Read in one statement (one
         snapshot) where the backend allows, through indexes on status. ``StoreDataError``
         for a naive ``finished_since``. SUPPORTS."""
+        ...
+
+
+@runtime_checkable
+class WorkerBatchStore(Protocol):
+    """The worker's hot writes with fewer round trips: started marks written by the claim
+    itself, and many fenced failure writes at once. A store without it gets the engine's
+    fallback: ``claim_next_batch`` then ``mark_dispatched`` for the jobs that start (batched
+    by the worker), and one ``schedule_retry`` / ``mark_failed_terminal`` per failed job.
+
+    Since store SPI 1.1 (third wave)."""
+
+    def claim_and_start(
+        self,
+        node_id: str,
+        limit: int,
+        *,
+        start: int,
+        execution_targets: Sequence[str] | None = None,
+        tag_filter: NodeTagFilter | None = None,
+    ) -> list[JobEntity]:
+        """``JobClaimStore.claim_next_batch`` (same order, filters and atomicity) that also
+        marks started, in the same atomic unit, the first ``start`` of the claimed jobs in
+        claim order: their ``dispatched_at`` is the claim's now, exactly as if
+        ``mark_dispatched`` had been called for them at once, and the returned entities carry
+        it. The others come back with ``dispatched_at`` None (prefetched: marked later, when
+        they start). ``start`` 0 is a plain claim; ``start >= limit`` marks every claimed
+        job. REQUIRED."""
+        ...
+
+    def write_failures(self, failures: Sequence[FailedClaim]) -> set[UUID]:
+        """Apply many fenced failure writes (``FailedClaim``: a RETRY as ``schedule_retry``
+        does it, a DEAD_LETTER as ``mark_failed_terminal`` does it, batch counted) in as few
+        round trips as the backend allows (one where it can); each applies only while its
+        job is RUNNING under its claim sequence. Returns the ids written (a stale write is
+        left out and changes nothing). Atomic per job; two writes for one job in a call: only
+        the last is applied. REQUIRED."""
         ...
 
 
@@ -811,6 +871,7 @@ CAPABILITIES: tuple[type, ...] = (
     JobQueryStore,
     JobAnalyticsStore,
     QueueStatsStore,
+    WorkerBatchStore,
     JobAuditStore,
     JobExtensionStore,
     SealedValueStore,
@@ -876,5 +937,6 @@ __all__ = [
     "SchemaManager",
     "SignalStore",
     "TagStore",
+    "WorkerBatchStore",
     "WorkflowConditionStore",
 ]

@@ -185,6 +185,18 @@ SPI_CHANGES: Final[tuple[SpiChange, ...]] = (
     ),
     SpiChange(
         version=SPI_1_1,
+        member="WorkerBatchStore",
+        change="new capability (third wave): claim_and_start (the claim marks the jobs that "
+        "start at once as started, in the same statement) and write_failures (many fenced "
+        "retry and dead-letter writes in one round trip)",
+        fallback="claim_next_batch, then the worker's batched mark_dispatched for jobs that "
+        "start; one schedule_retry or mark_failed_terminal per failed job",
+        lost="nothing but round trips: a started mark written after the start (a job that "
+        "kills its worker before it is written is given its attempt back once), one statement "
+        "per failed job",
+    ),
+    SpiChange(
+        version=SPI_1_1,
         member="SealedValueStore",
         change="new capability: scan_values and replace_values",
         fallback="not advertised by a 1.0 store",

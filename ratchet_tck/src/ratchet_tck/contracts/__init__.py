@@ -34,6 +34,7 @@ from ratchet_tck.contracts.transitions import (
     JobRetryStoreContract,
     JobTerminalStoreContract,
 )
+from ratchet_tck.contracts.worker_batch import WorkerBatchStoreContract
 
 __all__ = [
     "ArchiveStoreContract",
@@ -56,6 +57,7 @@ __all__ = [
     "LockStoreContract",
     "NodeStoreContract",
     "QueueStatsStoreContract",
+    "WorkerBatchStoreContract",
     "RecurringJobStoreContract",
     "ResourcePermitStoreContract",
     "SignalStoreContract",

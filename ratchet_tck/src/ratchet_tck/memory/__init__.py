@@ -25,6 +25,7 @@ from ratchet_tck.memory._capabilities import (
 )
 from ratchet_tck.memory._core import CoreMemoryStore
 from ratchet_tck.memory._sealed import MemorySealedValueMixin
+from ratchet_tck.memory._worker_batch import WorkerBatchMixin
 
 
 class InMemoryJobStore(
@@ -39,6 +40,7 @@ class InMemoryJobStore(
     QueryMixin,
     AnalyticsMixin,
     QueueStatsMixin,
+    WorkerBatchMixin,
     AuditMixin,
     ExtensionMixin,
     MemorySealedValueMixin,
