@@ -27,6 +27,11 @@ The fallbacks for a 1.0 store (``docs/stores/changelog.md`` has the reasoning):
 * a capability whose protocol grew since the store's version is advertised only if the store's
   object has every method of today's protocol (``RecurringJobStore`` without
   ``advance_next_fire_many`` gets a per-definition fallback).
+
+An optional capability new in a minor version needs no adapter: an older store does not
+advertise it and the engine reads through its own fallback. ``QueueStatsStore`` (third wave):
+``ratchet_core.observability.queues.read_queue_stats`` scans the newest jobs through
+``JobQueryStore`` instead (``QueueStats.exact`` False).
 """
 
 from __future__ import annotations
