@@ -343,3 +343,26 @@ def test_a_failing_store_is_reported_as_a_metric(tmp_path: Path) -> None:
     samples = parse(_exposition(registry))
     assert value(samples, "ratchet_store_up") == 0.0
     assert not any(name == "ratchet_queue_depth" for name, _ in samples)
+
+
+def test_a_port_already_served_does_not_fail_the_process(caplog: pytest.LogCaptureFixture) -> None:
+    from ratchet_core.observability.prometheus import PrometheusMetricsCollector
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        collector = PrometheusMetricsCollector(port=port, addr="127.0.0.1")
+    assert collector.server is None
+    assert f"metrics.prometheus.port {port}" in caplog.text
+    collector.job_completed(uuid.uuid4(), targets_job_type(), 5)  # still records
+    assert (
+        collector.registry.get_sample_value("ratchet_jobs_completed_total", {"type": "STANDARD"})
+        == 1.0
+    )
+    served = PrometheusMetricsCollector(port=free_port(), addr="127.0.0.1")
+    try:
+        assert served.server is not None
+    finally:
+        served.close()
+    assert served.server is None

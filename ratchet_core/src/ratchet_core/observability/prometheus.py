@@ -227,7 +227,18 @@ class PrometheusMetricsCollector(StatsdMetricsCollector):
         if port:
             from prometheus_client import start_http_server
 
-            self.server = start_http_server(port, addr, registry=self.registry)
+            try:
+                self.server = start_http_server(port, addr, registry=self.registry)
+            except OSError as exc:
+                # another process of the pod (the worker, when this is a `ratchet jobs` run
+                # by hand with the same environment) serves the port: record, do not fail
+                _log.warning(
+                    "metrics.prometheus.port %s on %s cannot be served (%s): this process's "
+                    "counters are recorded but not exposed",
+                    port,
+                    addr,
+                    exc,
+                )
 
     def _metric(self, name: str, kind: str, labels: tuple[str, ...]) -> Any:
         found = self._metrics.get(name)
