@@ -63,6 +63,8 @@ def _job_columns() -> list[sa.Column[object]]:
         sa.Column("dispatched_at", UtcDateTime(), nullable=True),
         sa.Column("workflow", sa.Text(), nullable=True),
         sa.Column("flow_control", sa.Text(), nullable=True),
+        # the group a claim interleaves (migration 0015); NULL: the unkeyed group
+        sa.Column("fairness_key", key_string(KEY), nullable=True),
     ]
 
 
@@ -99,6 +101,15 @@ for _name, _columns, _column in (
         postgresql_where=jobs.c[_column].is_not(None),
         sqlite_where=jobs.c[_column].is_not(None),
     )
+# The fair claim's probe ("is any PENDING job keyed?", migration 0015): partial where
+# supported, so an unkeyed enqueue writes no entry.
+sa.Index(
+    "ix_ratchet_jobs_status_fairness_key",
+    jobs.c.status,
+    jobs.c.fairness_key,
+    postgresql_where=jobs.c.fairness_key.is_not(None),
+    sqlite_where=jobs.c.fairness_key.is_not(None),
+)
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)
 # Columns a run sets (NULL from enqueue until a worker runs the job): partial where supported,

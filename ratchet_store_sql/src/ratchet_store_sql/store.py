@@ -25,6 +25,7 @@ from ratchet_store_sql._capabilities import (
     QueueStatsOperations,
     RecurringOperations,
     SignalOperations,
+    WorkerBatchOperations,
     WorkflowOperations,
 )
 from ratchet_store_sql._dialects import dialect_for
@@ -51,6 +52,7 @@ class SqlJobStore(
     QueryOperations,
     AnalyticsOperations,
     QueueStatsOperations,
+    WorkerBatchOperations,
     AuditOperations,
     ExtensionOperations,
     SealedValueOperations,

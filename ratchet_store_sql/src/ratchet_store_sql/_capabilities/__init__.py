@@ -15,6 +15,7 @@ from ratchet_store_sql._capabilities.query import QueryOperations
 from ratchet_store_sql._capabilities.queues import QueueStatsOperations
 from ratchet_store_sql._capabilities.recurring import RecurringOperations
 from ratchet_store_sql._capabilities.signal import SignalOperations
+from ratchet_store_sql._capabilities.worker_batch import WorkerBatchOperations
 from ratchet_store_sql._capabilities.workflow import WorkflowOperations
 
 __all__ = [
@@ -31,5 +32,6 @@ __all__ = [
     "QueueStatsOperations",
     "RecurringOperations",
     "SignalOperations",
+    "WorkerBatchOperations",
     "WorkflowOperations",
 ]

@@ -9,7 +9,7 @@ package, and only the module of the backend in use is imported.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
@@ -19,7 +19,13 @@ import sqlalchemy as sa
 
 from ratchet_api.errors import DuplicateJobError, StoreDataError
 from ratchet_api.model import JobStatus, NodeTagFilter
-from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity
+from ratchet_api.store.entities import (
+    MAX_TAG_LENGTH,
+    Completion,
+    FailedClaim,
+    FailureWrite,
+    JobEntity,
+)
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._convert import job_to_row, row_to_job
 from ratchet_store_sql._types import UtcDateTime
@@ -118,6 +124,15 @@ def succeeded_values(part: Sequence[Completion], now: Any) -> dict[str, Any]:
         "updated_at": now,
         "owner": None,
     }
+
+
+def per_job(part: Sequence[FailedClaim], value: Callable[[FailedClaim], Any], type_: Any) -> Any:
+    """The value of each job of ``part`` for one column: a literal when all are equal, else a
+    ``CASE`` on the job id."""
+    values = {value(f) for f in part}
+    if len(values) == 1:
+        return sa.literal(next(iter(values)), type_)
+    return sa.case({f.job_id: sa.literal(value(f), type_) for f in part}, value=J.c.id)
 
 
 def count_per_batch(done: Sequence[tuple[UUID, UUID | None]]) -> dict[UUID, int]:
@@ -219,9 +234,12 @@ class Dialect:
         limit: int,
         execution_targets: Sequence[str] | None,
         tag_filter: NodeTagFilter | None,
+        *,
+        start: int = 0,
     ) -> list[JobEntity]:
         """Claim up to ``limit`` due jobs for ``node_id`` on ``conn`` (in claim order or not:
-        the store sorts them)."""
+        the store sorts them); the first ``start`` of them in claim order are marked started
+        (``dispatched_at`` = the claim's now) by the same statement."""
         raise NotImplementedError
 
     def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
@@ -242,6 +260,55 @@ class Dialect:
     ) -> set[UUID]:
         """Fenced successes of one chunk on ``conn``, their batches counted; the ids written."""
         raise NotImplementedError
+
+    def fail_chunk(
+        self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        """Fenced failure writes of one chunk (at most ``CHUNK``, one per job) on ``conn``, in
+        the caller's transaction: the current claims locked and read with their batches, then
+        one UPDATE per kind (values per job by ``CASE``), then the dead letters counted in
+        their batches. The ids written."""
+        fence = self.running_claims([(f.job_id, f.claim_seq) for f in part])
+        locked = dict(
+            conn.execute(sa.select(J.c.id, J.c.batch_id).where(fence).with_for_update()).all()
+        )
+        retries = [f for f in part if f.job_id in locked and f.kind is FailureWrite.RETRY]
+        dead = [f for f in part if f.job_id in locked and f.kind is FailureWrite.DEAD_LETTER]
+        if retries:
+            conn.execute(
+                sa.update(J)
+                .where(J.c.id.in_([f.job_id for f in retries]))
+                .values(
+                    status=PENDING,
+                    owner=None,
+                    updated_at=now,
+                    scheduled_at=per_job(retries, lambda f: f.run_at, UTC_TYPE),
+                    last_error=per_job(retries, lambda f: f.error, sa.Text()),
+                )
+            )
+        if dead:
+            conn.execute(
+                sa.update(J)
+                .where(J.c.id.in_([f.job_id for f in dead]))
+                .values(
+                    status=JobStatus.FAILED.value,
+                    owner=None,
+                    updated_at=now,
+                    finished_at=now,
+                    last_error=per_job(dead, lambda f: f.error, sa.Text()),
+                )
+            )
+            failed: dict[UUID, int] = {}
+            for f in dead:
+                batch_id = locked[f.job_id]
+                if batch_id is not None:
+                    failed[batch_id] = failed.get(batch_id, 0) + 1
+            b = s.batches
+            for batch_id, count in sorted(failed.items()):
+                conn.execute(
+                    sa.update(b).where(b.c.id == batch_id).values(failed=b.c.failed + count)
+                )
+        return set(locked)
 
     def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
         """Insert one job (and its tags, checked by the caller) in a transaction of its own,
@@ -354,15 +421,23 @@ class ReturningClaim(Dialect):
         """The ``WHERE`` of the claim's UPDATE naming the picked rows."""
         raise NotImplementedError
 
+    def picked_rows(self, pick: sa.Select[Any]) -> Any:
+        """The picked rows (``pick`` selects id, priority and scheduled_at in claim order) as
+        a CTE read twice by a claim that marks its first jobs started: once for the rows to
+        claim, once for the first of them. Locked by the backends that lock rows."""
+        return pick.cte("picked")
+
     def _claim_statement(
         self,
         execution_targets: Sequence[str] | None,
         tag_filter: NodeTagFilter | None,
         with_tags: bool,
+        marking: bool = False,
     ) -> Any:
         now = self.now()
+        columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
         pick = (
-            sa.select(J.c.id)
+            sa.select(*columns)
             .where(*claim_filter(now, execution_targets, tag_filter))
             .order_by(*claim_order())
             .limit(sa.bindparam("_claim_limit", type_=sa.Integer()))
@@ -377,9 +452,23 @@ class ReturningClaim(Dialect):
                 .label("_tags")
             )
         values = claim_values(sa.bindparam("_claim_node", type_=J.c.owner.type))
+        if marking:
+            # The first `_claim_start` picked rows in claim order are marked started by the
+            # claim itself (WorkerBatchStore.claim_and_start): the CTE is read twice, so it
+            # is computed once, before the update, with its rows locked where rows lock.
+            picked = self.picked_rows(pick)
+            first = (
+                sa.select(picked.c.id)
+                .order_by(picked.c.priority.desc(), picked.c.scheduled_at, picked.c.id)
+                .limit(sa.bindparam("_claim_start", type_=sa.Integer()))
+            )
+            values["dispatched_at"] = sa.case((J.c.id.in_(first), now), else_=sa.null())
+            target: sa.ColumnElement[bool] = J.c.id.in_(sa.select(picked.c.id))
+        else:
+            target = self.claim_target(pick)
         return (
             sa.update(J)
-            .where(self.claim_target(pick))
+            .where(target)
             .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
             .returning(*returned)
         )
@@ -391,20 +480,25 @@ class ReturningClaim(Dialect):
         limit: int,
         execution_targets: Sequence[str] | None,
         tag_filter: NodeTagFilter | None,
+        *,
+        start: int = 0,
     ) -> list[JobEntity]:
         with_tags = self.tags_in_claim and self.load_tags_on_claim
+        marking = start > 0
         key = (
             None if execution_targets is None else tuple(execution_targets),
             None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
+            marking,
         )
         stmt = self._claim_statements.get(key)
         if stmt is None:
-            stmt = self._claim_statement(execution_targets, tag_filter, with_tags)
+            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking)
             if len(self._claim_statements) < 64:
                 self._claim_statements[key] = stmt
-        rows: list[Any] = list(
-            conn.execute(stmt, {"_claim_node": node_id, "_claim_limit": limit}).mappings()
-        )
+        params = {"_claim_node": node_id, "_claim_limit": limit}
+        if marking:
+            params["_claim_start"] = min(start, limit)
+        rows: list[Any] = list(conn.execute(stmt, params).mappings())
         if with_tags:
             return [row_to_job(r, r["_tags"] or ()) for r in rows]
         return self.jobs_with_tags(conn, rows)

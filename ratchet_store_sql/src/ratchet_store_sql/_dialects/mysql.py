@@ -84,6 +84,8 @@ class MysqlDialect(Dialect):
         limit: int,
         execution_targets: Sequence[str] | None,
         tag_filter: NodeTagFilter | None,
+        *,
+        start: int = 0,
     ) -> list[JobEntity]:
         # Lock the picked rows (skipping rows other claimers hold), update them by id, and
         # build the result from the locked rows.
@@ -101,10 +103,18 @@ class MysqlDialect(Dialect):
             return []
         stamp = locked[0]["_now"]
         ids = [r["id"] for r in locked]
+        values = claim_values(node_id)
+        marked = set(ids[:start])  # locked in claim order: the first `start` start at once
+        if marked:
+            values["dispatched_at"] = (
+                stamp
+                if len(marked) == len(ids)
+                else sa.case((J.c.id.in_(list(marked)), stamp), else_=sa.null())
+            )
         conn.execute(
             sa.update(J)
             .where(J.c.id.in_(ids), J.c.status == PENDING)
-            .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **claim_values(node_id))
+            .values(started_at=stamp, heartbeat_at=stamp, updated_at=stamp, **values)
         )
         rows = []
         for r in locked:
@@ -117,7 +127,7 @@ class MysqlDialect(Dialect):
                 started_at=stamp,
                 heartbeat_at=stamp,
                 updated_at=stamp,
-                dispatched_at=None,
+                dispatched_at=stamp if r["id"] in marked else None,
             )
             rows.append(row)
         return self.jobs_with_tags(conn, rows)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from ratchet_api.errors import DuplicateJobError
-from ratchet_api.store.entities import Completion, JobEntity
+from ratchet_api.store.entities import Completion, FailedClaim, FailureWrite, JobEntity
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._convert import JOB_FIELDS, job_to_row, job_values
 from ratchet_store_sql._dialects.base import (
@@ -78,6 +78,23 @@ _SUCCEED_MANY = sa.text(
     # batch children are counted by the same statement (the BatchStore progress contract)
     f" counted AS (UPDATE {s.batches.name} AS b SET succeeded = b.succeeded + c.n"
     " FROM (SELECT batch_id, count(*) AS n FROM done WHERE batch_id IS NOT NULL"
+    " GROUP BY batch_id) AS c WHERE b.id = c.batch_id)"
+    " SELECT id FROM done"
+).columns(sa.column("id", sa.Uuid()))
+
+_FAIL_MANY = sa.text(
+    f"WITH done AS (UPDATE {J.name} AS j SET"
+    " status = CASE WHEN v.dead THEN 'FAILED' ELSE 'PENDING' END,"
+    " scheduled_at = CASE WHEN v.dead THEN j.scheduled_at ELSE v.run_at END,"
+    f" finished_at = CASE WHEN v.dead THEN {_NOW} ELSE j.finished_at END,"
+    f" last_error = v.error, owner = NULL, updated_at = {_NOW}"
+    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:dead AS boolean[]),"
+    " CAST(CAST(:run_ats AS text[]) AS timestamp[]), CAST(:errors AS text[]))"
+    " AS v(id, seq, dead, run_at, error)"
+    f"{_FENCE} RETURNING j.id, j.batch_id, v.dead),"
+    # dead letters are counted in their batches by the same statement (BatchStore progress)
+    f" counted AS (UPDATE {s.batches.name} AS b SET failed = b.failed + c.n"
+    " FROM (SELECT batch_id, count(*) AS n FROM done WHERE dead AND batch_id IS NOT NULL"
     " GROUP BY batch_id) AS c WHERE b.id = c.batch_id)"
     " SELECT id FROM done"
 ).columns(sa.column("id", sa.Uuid()))
@@ -177,6 +194,26 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
         picked = pick.with_for_update(skip_locked=True).cte("picked")
         return J.c.id.in_(sa.select(picked.c.id))
+
+    def picked_rows(self, pick: sa.Select[Any]) -> Any:
+        return pick.with_for_update(skip_locked=True).cte("picked")
+
+    def fail_chunk(
+        self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
+    ) -> set[UUID]:
+        # One constant statement whatever the chunk: the writes travel as arrays joined back
+        # with unnest; the dead letters are counted in their batches by the same statement.
+        params = {
+            "ids": [f.job_id for f in part],
+            "seqs": [f.claim_seq for f in part],
+            "dead": [f.kind is FailureWrite.DEAD_LETTER for f in part],
+            "run_ats": [
+                None if f.run_at is None else f.run_at.replace(tzinfo=None).isoformat()
+                for f in part
+            ],
+            "errors": [f.error for f in part],
+        }
+        return set(conn.execute(_FAIL_MANY, params).scalars())
 
     def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
         params = {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]}
