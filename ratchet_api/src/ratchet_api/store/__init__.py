@@ -26,11 +26,13 @@ from ratchet_api.store.entities import (
     WorkflowConditionEntity,
     as_timedelta,
 )
+from ratchet_api.store.fairness import fair_claim_order, plain_claim_key
 from ratchet_api.store.protocols import (
     CAPABILITIES,
     MANDATORY,
     ArchiveStore,
     BatchStore,
+    FairClaimStore,
     FlowControlStore,
     JobAnalyticsStore,
     JobAuditStore,
@@ -92,6 +94,7 @@ __all__ = [
     "JobEntity",
     "JobExtensionStore",
     "SealedValueStore",
+    "FairClaimStore",
     "JobLogLine",
     "JobPauseStore",
     "JobQuery",
@@ -131,5 +134,7 @@ __all__ = [
     "WorkflowConditionStore",
     "as_timedelta",
     "declared_spi_version",
+    "fair_claim_order",
+    "plain_claim_key",
     "priority_band",
 ]

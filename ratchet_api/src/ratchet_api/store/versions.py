@@ -185,6 +185,16 @@ SPI_CHANGES: Final[tuple[SpiChange, ...]] = (
     ),
     SpiChange(
         version=SPI_1_1,
+        member="FairClaimStore, JobEntity.fairness_key",
+        change="new capability (third wave): claims_fairly; a new job field fairness_key the "
+        "store keeps as written, and claims that interleave the keys of due jobs of equal "
+        "priority (round robin by each job's rank within its priority and key)",
+        fallback="the engine warns once that the store claims in the plain order; a store "
+        "that does not keep the field reads it back as None",
+        lost="fairness under load: one key's backlog delays the jobs of every other key",
+    ),
+    SpiChange(
+        version=SPI_1_1,
         member="WorkerBatchStore",
         change="new capability (third wave): claim_and_start (the claim marks the jobs that "
         "start at once as started, in the same statement) and write_failures (many fenced "
