@@ -143,6 +143,20 @@ class JobsMixin(MongoBase):
         execution_targets: Sequence[str] | None = None,
         tag_filter: NodeTagFilter | None = None,
     ) -> list[JobEntity]:
+        return self._claim_jobs(node_id, limit, execution_targets, tag_filter, start=0)
+
+    def _claim_jobs(
+        self,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        *,
+        start: int,
+    ) -> list[JobEntity]:
+        """The claim; the first ``start`` jobs claimed (in claim order) are marked started by
+        their own claim update (``dispatched_at`` = that update's ``$$NOW``, equal to its
+        ``started_at``): ``WorkerBatchStore.claim_and_start``."""
         require_non_negative(limit, "limit")
         query: Doc = {"status": JobStatus.PENDING.value, "scheduled_at": {"$lte": self._now()}}
         if execution_targets is not None:
@@ -160,12 +174,18 @@ class JobsMixin(MongoBase):
             attempt={"$add": ["$attempt", 1]},
             claim_seq={"$add": ["$claim_seq", 1]},
         )
+        marking = set_stage(
+            {"status": JobStatus.RUNNING, "owner": node_id},
+            now=("started_at", "heartbeat_at", "updated_at", "dispatched_at"),
+            attempt={"$add": ["$attempt", 1]},
+            claim_seq={"$add": ["$claim_seq", 1]},
+        )
         claimed: list[JobEntity] = []
         # One atomic find_one_and_update per job: MongoDB has no "update the first N in this
         # order and return them" statement; each call claims the best remaining job.
         while len(claimed) < limit:
             try:
-                if not self._claim_one(query, update, claimed):
+                if not self._claim_one(query, marking if len(claimed) < start else update, claimed):
                     break
             except PyMongoError as exc:
                 if not claimed or self._session is not None:

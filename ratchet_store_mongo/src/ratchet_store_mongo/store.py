@@ -25,6 +25,7 @@ from ratchet_store_mongo._flow import MongoFlowControlMixin
 from ratchet_store_mongo._maintenance import JobMaintenanceMixin
 from ratchet_store_mongo._queues import MongoQueueStatsMixin
 from ratchet_store_mongo._sealed import MongoSealedValueMixin
+from ratchet_store_mongo._worker_batch import MongoWorkerBatchMixin
 from ratchet_store_mongo.errors import is_transient, translate, translated
 from ratchet_store_mongo.schema import MongoSchema
 
@@ -49,6 +50,7 @@ class MongoJobStore(
     MongoFlowControlMixin,
     AdminMixin,
     MongoQueueStatsMixin,
+    MongoWorkerBatchMixin,
     MongoSealedValueMixin,
 ):
     """The Ratchet store on MongoDB 6+ (a replica set: transactions are used for the few
