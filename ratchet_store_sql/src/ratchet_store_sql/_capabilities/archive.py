@@ -118,7 +118,9 @@ class ArchiveOperations(SqlBase):
             for part in chunks(ids):
                 for table in (s.executions, s.job_logs):
                     conn.execute(sa.delete(table).where(table.c.job_id.in_(part)))
-                count += conn.execute(sa.delete(A).where(A.c.id.in_(part))).rowcount
+                # the cutoff too: on PostgreSQL only the partitions before it are searched
+                older = A.c.finished_at < cutoff
+                count += conn.execute(sa.delete(A).where(A.c.id.in_(part), older)).rowcount
             return count
 
     @staticmethod
