@@ -19,6 +19,7 @@ from ratchet_api.store.entities import (
     JobEntity,
     NodeEntity,
 )
+from ratchet_api.store.fairness import fair_claim_order, plain_claim_key
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._base import CHUNK, SqlBase, chunks, retry_conflicts
 from ratchet_store_sql._convert import (
@@ -44,6 +45,15 @@ def _seconds(value: timedelta, field: str) -> float:
     return value.total_seconds()
 
 
+def claim_ordered(claimed: list[JobEntity]) -> list[JobEntity]:
+    """Claimed jobs in claim order: the fair order when any has a fairness key (the plain
+    order otherwise, which the fair one equals for unkeyed jobs)."""
+    if any(job.fairness_key is not None for job in claimed):
+        return fair_claim_order(claimed)
+    claimed.sort(key=plain_claim_key)
+    return claimed
+
+
 def _same_job(stored: JobEntity, job: JobEntity) -> bool:
     """The stored row is ``job`` (written by an attempt whose outcome was lost)."""
     return (stored.target, stored.payload, stored.idempotency_key) == (
@@ -60,6 +70,8 @@ class JobOperations(SqlBase):
 
     def insert_job(self, job: JobEntity) -> JobEntity:
         check_tags(job.tags, job.id)
+        if job.fairness_key is not None:
+            self._d.note_keyed((job,))
         if self._bound is not None:
             return self._insert_job_once(job)
         try:
@@ -90,6 +102,7 @@ class JobOperations(SqlBase):
 
     def update_job(self, job: JobEntity) -> JobEntity:
         row = job_to_row(job)
+        self._d.note_keyed((job,))
         check_tags(job.tags, job.id)
         del row["id"]
         row["updated_at"] = self._d.now()
@@ -126,8 +139,13 @@ class JobOperations(SqlBase):
         # on PostgreSQL the claim is one statement: autocommit, one round trip
         with self._write_statement("claim_next_batch") as conn:
             claimed = self._d.claim(conn, node_id, limit, execution_targets, tag_filter)
-        claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
-        return claimed
+        return claim_ordered(claimed)
+
+    def claims_fairly(self) -> bool:
+        """``FairClaimStore``: while any PENDING job has a fairness key, claims rank due jobs
+        within their ``(priority, fairness_key)`` group (``ROW_NUMBER``) and take them by
+        priority, rank, due time, id (``_dialects.base.claim_pick``)."""
+        return True
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         if not claims:
@@ -406,6 +424,7 @@ class JobOperations(SqlBase):
     def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
         """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""
         # every job is checked and converted, also a duplicate that is then skipped
+        self._d.note_keyed(jobs)
         to_row = self._d.bulk_row
         rows: list[tuple[JobEntity, Any]] = []
         keyed: dict[str, JobEntity] = {}

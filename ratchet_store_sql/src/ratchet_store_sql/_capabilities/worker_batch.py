@@ -11,6 +11,7 @@ from ratchet_api.errors import StoreDataError
 from ratchet_api.model import NodeTagFilter
 from ratchet_api.store.entities import FailedClaim, JobEntity
 from ratchet_store_sql._base import CHUNK, SqlBase, chunks
+from ratchet_store_sql._jobs import claim_ordered
 
 
 class WorkerBatchOperations(SqlBase):
@@ -32,8 +33,7 @@ class WorkerBatchOperations(SqlBase):
             claimed = self._d.claim(
                 conn, node_id, limit, execution_targets, tag_filter, start=start
             )
-        claimed.sort(key=lambda j: (-int(j.priority), j.scheduled_at, j.id))
-        return claimed
+        return claim_ordered(claimed)
 
     def write_failures(self, failures: Sequence[FailedClaim]) -> set[UUID]:
         if not failures:

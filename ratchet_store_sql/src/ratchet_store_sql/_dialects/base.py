@@ -9,7 +9,8 @@ package, and only the module of the backend in use is imported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
@@ -109,6 +110,59 @@ def claim_order() -> tuple[sa.ColumnElement[Any], ...]:
     return (J.c.priority.desc(), J.c.scheduled_at, J.c.id)
 
 
+FAIR_PROBE_SECONDS = 1.0
+"""How long a claim trusts its last look at whether any PENDING job has a fairness key (this
+store's own keyed inserts are seen at once)."""
+
+
+def claim_pick(
+    now: sa.ColumnElement[datetime],
+    execution_targets: Sequence[str] | None,
+    tag_filter: NodeTagFilter | None,
+    *,
+    fair: bool,
+    marking: bool,
+    limit: Any,
+) -> sa.Select[Any]:
+    """The claim's pick in claim order: the ids (with ``priority``, ``scheduled_at`` and, when
+    fair, ``_rank`` for a claim that marks its first jobs).
+
+    Fair (``FairClaimStore``): every claimable job is ranked within its ``(priority,
+    fairness_key)`` group by ``scheduled_at``, id (``ROW_NUMBER``; jobs without a key are one
+    group), and the pick orders by priority, rank, ``scheduled_at``, id: one job of every key
+    before a second one of any. The ranking reads every due job, so a store uses it only
+    while keyed jobs are PENDING (``Dialect.fair_claims_needed``)."""
+    if not fair:
+        columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
+        return (
+            sa.select(*columns)
+            .where(*claim_filter(now, execution_targets, tag_filter))
+            .order_by(*claim_order())
+            .limit(limit)
+        )
+    rank = (
+        sa.func.row_number()
+        .over(partition_by=(J.c.priority, J.c.fairness_key), order_by=(J.c.scheduled_at, J.c.id))
+        .label("_rank")
+    )
+    ranked = (
+        sa.select(J.c.id, J.c.priority, J.c.scheduled_at, rank)
+        .where(*claim_filter(now, execution_targets, tag_filter))
+        .subquery("ranked")
+    )
+    picked_columns: tuple[Any, ...] = (
+        (J.c.id, ranked.c.priority, ranked.c.scheduled_at, ranked.c._rank) if marking else (J.c.id,)
+    )
+    return (
+        sa.select(*picked_columns)
+        .join_from(J, ranked, ranked.c.id == J.c.id)
+        # re-checked on the locked row: a claimer that committed first took it
+        .where(J.c.status == PENDING)
+        .order_by(ranked.c.priority.desc(), ranked.c._rank, ranked.c.scheduled_at, ranked.c.id)
+        .limit(limit)
+    )
+
+
 def succeeded_values(part: Sequence[Completion], now: Any) -> dict[str, Any]:
     """The columns a batched success writes (one literal result when all are equal)."""
     results = {c.result for c in part}
@@ -176,6 +230,25 @@ class Dialect:
     def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
         self.engine = engine
         self.load_tags_on_claim = load_tags_on_claim
+        self._keyed = False
+        self._keyed_seen = -FAIR_PROBE_SECONDS
+
+    def note_keyed(self, jobs: Iterable[JobEntity]) -> None:
+        """This store writes ``jobs``: a keyed one makes the next claims fair at once."""
+        if any(job.fairness_key is not None for job in jobs):
+            self._keyed, self._keyed_seen = True, time.monotonic()
+
+    def fair_claims_needed(self, conn: sa.Connection) -> bool:
+        """Whether a claim should interleave fairness keys: some PENDING job has a key (an
+        index probe on ``(status, fairness_key)``, repeated at most every
+        ``FAIR_PROBE_SECONDS``). A queue without keyed jobs keeps the plain claim."""
+        clock = time.monotonic()
+        if clock - self._keyed_seen >= FAIR_PROBE_SECONDS:
+            probe = sa.select(
+                sa.exists().where(J.c.status == PENDING, J.c.fairness_key.is_not(None))
+            )
+            self._keyed, self._keyed_seen = bool(conn.execute(probe).scalar()), clock
+        return self._keyed
 
     # ------------------------------------------------------------------ portable forms
 
@@ -433,14 +506,16 @@ class ReturningClaim(Dialect):
         tag_filter: NodeTagFilter | None,
         with_tags: bool,
         marking: bool = False,
+        fair: bool = False,
     ) -> Any:
         now = self.now()
-        columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
-        pick = (
-            sa.select(*columns)
-            .where(*claim_filter(now, execution_targets, tag_filter))
-            .order_by(*claim_order())
-            .limit(sa.bindparam("_claim_limit", type_=sa.Integer()))
+        pick = claim_pick(
+            now,
+            execution_targets,
+            tag_filter,
+            fair=fair,
+            marking=marking,
+            limit=sa.bindparam("_claim_limit", type_=sa.Integer()),
         )
         returned: list[Any] = list(J.c)
         if with_tags:
@@ -457,9 +532,14 @@ class ReturningClaim(Dialect):
             # claim itself (WorkerBatchStore.claim_and_start): the CTE is read twice, so it
             # is computed once, before the update, with its rows locked where rows lock.
             picked = self.picked_rows(pick)
+            order = (
+                (picked.c.priority.desc(), picked.c._rank, picked.c.scheduled_at, picked.c.id)
+                if fair
+                else (picked.c.priority.desc(), picked.c.scheduled_at, picked.c.id)
+            )
             first = (
                 sa.select(picked.c.id)
-                .order_by(picked.c.priority.desc(), picked.c.scheduled_at, picked.c.id)
+                .order_by(*order)
                 .limit(sa.bindparam("_claim_start", type_=sa.Integer()))
             )
             values["dispatched_at"] = sa.case((J.c.id.in_(first), now), else_=sa.null())
@@ -485,14 +565,16 @@ class ReturningClaim(Dialect):
     ) -> list[JobEntity]:
         with_tags = self.tags_in_claim and self.load_tags_on_claim
         marking = start > 0
+        fair = self.fair_claims_needed(conn)
         key = (
             None if execution_targets is None else tuple(execution_targets),
             None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
             marking,
+            fair,
         )
         stmt = self._claim_statements.get(key)
         if stmt is None:
-            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking)
+            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking, fair)
             if len(self._claim_statements) < 64:
                 self._claim_statements[key] = stmt
         params = {"_claim_node": node_id, "_claim_limit": limit}

@@ -23,6 +23,7 @@ from ratchet_store_sql._dialects.base import (
     J,
     claim_filter,
     claim_order,
+    claim_pick,
     claim_values,
     count_per_batch,
     succeeded_values,
@@ -90,14 +91,22 @@ class MysqlDialect(Dialect):
         # Lock the picked rows (skipping rows other claimers hold), update them by id, and
         # build the result from the locked rows.
         now = self.now()
-        locked = list(
-            conn.execute(
+        if self.fair_claims_needed(conn):
+            # the ranked ids in fair order, their rows locked here (MariaDB has no FOR UPDATE
+            # OF; a locking read does not lock the rows a derived table reads)
+            pick = claim_pick(
+                now, execution_targets, tag_filter, fair=True, marking=False, limit=limit
+            )
+            stmt = pick.with_only_columns(*J.c, now.label("_now"))
+        else:
+            stmt = (
                 sa.select(J, now.label("_now"))
                 .where(*claim_filter(now, execution_targets, tag_filter))
                 .order_by(*claim_order())
                 .limit(limit)
-                .with_for_update(skip_locked=self._skip_locked(conn))
-            ).mappings()
+            )
+        locked = list(
+            conn.execute(stmt.with_for_update(skip_locked=self._skip_locked(conn))).mappings()
         )
         if not locked:
             return []

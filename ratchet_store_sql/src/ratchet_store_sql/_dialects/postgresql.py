@@ -192,11 +192,12 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     # ------------------------------------------------------------------ hot statements
 
     def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
-        picked = pick.with_for_update(skip_locked=True).cte("picked")
+        # OF: the fair pick joins a ranked subquery (window functions cannot be locked)
+        picked = pick.with_for_update(skip_locked=True, of=J).cte("picked")
         return J.c.id.in_(sa.select(picked.c.id))
 
     def picked_rows(self, pick: sa.Select[Any]) -> Any:
-        return pick.with_for_update(skip_locked=True).cte("picked")
+        return pick.with_for_update(skip_locked=True, of=J).cte("picked")
 
     def fail_chunk(
         self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
