@@ -303,10 +303,13 @@ def drop_history(store: Any, horizon: int, batches: int) -> dict[str, float]:
     }
 
 
-def process(store: Any, total: int, batch: int, every: int, horizon: int) -> dict[str, Any]:
+def process(
+    store: Any, total: int, batch: int, every: int, horizon: int, vacuum_every: int
+) -> dict[str, Any]:
     """Claim and complete ``total`` jobs, refilling the backlog, with a retention sweep that
     archives succeeded jobs at once and drops history past ``horizon`` days every ``every``
-    jobs. Returns rates, sweep figures and the bloat afterwards."""
+    jobs, and a plain ``VACUUM`` of the hot tables every ``vacuum_every`` jobs (0: never; it
+    stands in for autovacuum on a server that has it off). Returns rates and sweep figures."""
     from ratchet_api.store import JobEntity
     from ratchet_api.store.entities import Completion
     from ratchet_core.features.retention import Retention, RetentionPolicy
@@ -325,7 +328,9 @@ def process(store: Any, total: int, batch: int, every: int, horizon: int) -> dic
     busy = 0.0
     sweeping = 0.0
     archived = dropped = 0
-    since_sweep = 0
+    since_sweep = since_vacuum = 0
+    vacuuming = 0.0
+    vacuums = 0
     started = time.perf_counter()
     while done < total:
         t0 = time.perf_counter()
@@ -336,6 +341,13 @@ def process(store: Any, total: int, batch: int, every: int, horizon: int) -> dic
         busy += time.perf_counter() - t0
         done += len(jobs)
         since_sweep += len(jobs)
+        since_vacuum += len(jobs)
+        if vacuum_every and since_vacuum >= vacuum_every:
+            since_vacuum = 0
+            t0 = time.perf_counter()
+            sql(store, "VACUUM ratchet_jobs, ratchet_job_tags")
+            vacuuming += time.perf_counter() - t0
+            vacuums += 1
         now = datetime.now(UTC)
         store.bulk_insert(
             [
@@ -362,6 +374,8 @@ def process(store: Any, total: int, batch: int, every: int, horizon: int) -> dic
         "rate": done / busy if busy else 0.0,
         "wall_rate": done / wall,
         "sweeping": sweeping,
+        "vacuuming": vacuuming,
+        "vacuums": vacuums,
         "archived": archived,
         "dropped": dropped,
         "partitions_dropped": partitions_before
@@ -433,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process", type=int, default=1_000_000, help="jobs processed (0: none)")
     parser.add_argument("--sweep-every", type=int, default=50_000)
     parser.add_argument("--horizon", type=int, default=30, help="retention.archive in days")
+    parser.add_argument(
+        "--vacuum-every", type=int, default=0, help="VACUUM the hot tables every N jobs (0: never)"
+    )
     args = parser.parse_args(argv)
     print(f"load {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
     largest = max(args.sizes)
@@ -498,14 +515,19 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             before = sizes(store)
-            figures = process(store, args.process, 100, args.sweep_every, args.horizon)
+            (autovacuum,) = sql(store, "SHOW autovacuum")[0]
+            figures = process(
+                store, args.process, 100, args.sweep_every, args.horizon, args.vacuum_every
+            )
             after = sizes(store)
             print(
                 f"\nprocessed {figures['processed']:,} jobs at {largest:,} pending: "
                 f"{figures['rate']:,.0f} jobs/s over claim+complete, {figures['wall_rate']:,.0f} "
                 f"jobs/s wall (with refills and sweeps); sweeps {figures['sweeping']:.0f} s, "
                 f"archived {figures['archived']:,}, deleted {figures['dropped']:,} archived jobs "
-                f"({figures['partitions_dropped']} daily partitions dropped)"
+                f"({figures['partitions_dropped']} daily partitions dropped); server autovacuum "
+                f"{autovacuum}, {figures['vacuums']} VACUUMs by the benchmark in "
+                f"{figures['vacuuming']:.0f} s"
             )
             print(
                 f"ratchet_jobs before / after: total {_mib(before['total'])} / {_mib(after['total'])} MiB,"
@@ -516,6 +538,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 "| table | live | dead | autovacuums | vacuums | size |\n|---|---:|---:|---:|---:|---:|"
+            )
+            print("\n".join(bloat(store)))
+            t0 = time.perf_counter()
+            sql(store, "VACUUM ratchet_jobs, ratchet_job_tags")
+            print(
+                f"VACUUM of ratchet_jobs and ratchet_job_tags afterwards: {time.perf_counter() - t0:.0f} s"
             )
             print("\n".join(bloat(store)))
     finally:
