@@ -29,10 +29,12 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.JobQueryStoreContract,
     _c.JobAnalyticsStoreContract,
     _c.QueueStatsStoreContract,
+    _c.FairClaimStoreContract,
     _c.WorkerBatchStoreContract,
     _c.JobAuditStoreContract,
     _c.JobExtensionStoreContract,
     _c.SealedValueStoreContract,
+    _c.SealedArchiveStoreContract,
 )
 """Every contract: the required (core) ones first, then one per optional capability."""
 

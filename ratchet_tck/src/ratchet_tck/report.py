@@ -48,8 +48,12 @@ CAPABILITY_FEATURES: Mapping[str, str] = {
     "ArchiveStore": "retention (finished jobs are never archived nor purged by age)",
     "JobAnalyticsStore": "the dashboard's overview figures (throughput, queue wait percentiles)",
     "SealedValueStore": "`ratchet keys rotate` and `ratchet keys status`",
+    "SealedArchiveStore": "re-sealing archived jobs: `ratchet keys rotate` and `ratchet keys "
+    "status` cover live jobs only, and a key that sealed archived values must stay configured",
     "QueueStatsStore": "exact queue figures: the Prometheus queue gauges and the dashboard's "
     "queues page read a bounded scan of the newest jobs instead",
+    "FairClaimStore": "fairness under load: claims keep the plain order, so one fairness "
+    "key's backlog delays the jobs of every other key",
     "WorkerBatchStore": "nothing but round trips: started marks after the start, one "
     "statement per failed job",
 }

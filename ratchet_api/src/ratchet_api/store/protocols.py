@@ -697,12 +697,15 @@ class FairClaimStore(Protocol):
     Since store SPI 1.1 (third wave)."""
 
     def claims_fairly(self) -> bool:
-        """True: every claim orders due jobs by priority (highest first), then by their rank
-        within their ``(priority, fairness_key)`` group (1 for each group's first job by
-        ``scheduled_at``, id; 2 for its second; ...), then ``scheduled_at``, then id, and
-        returns them in that order; ``fairness_key`` is stored and read back as written (at
-        most 255 characters). A claim may read the keys that exist at most about a second
-        late (a store may skip the interleaving while it has seen no keyed PENDING job)."""
+        """True: every claim picks due jobs by priority (highest first), then by their rank,
+        then ``scheduled_at``, then id. A job's rank is its position within its ``(priority,
+        fairness_key)`` group (1 for each group's first job by ``scheduled_at``, id; 2 for its
+        second; ...) plus, for a keyed job, the number of RUNNING jobs with its key (so a
+        claim of one job goes to the key running the fewest). The claim returns its jobs in
+        that order, ranked among themselves (``ratchet_api.store.fairness.fair_claim_order``).
+        ``fairness_key`` is stored and read back as written (at most 255 characters). A claim
+        may see keyed jobs written by another process about a second late (a store may keep
+        the plain claim while it has seen no keyed PENDING job)."""
         ...
 
 
@@ -859,6 +862,33 @@ class SealedValueStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SealedArchiveStore(Protocol):
+    """``SealedValueStore`` over the archive: the values payload encryption sealed in jobs that
+    retention (or ``ArchiveStore.archive_job``) moved out of the live tables, so that key
+    rotation can re-seal them and a retired key can be dropped. Same contract as the live
+    scan: values are returned and compared exactly as stored, pages are by job id, and a job's
+    values are never split across pages."""
+
+    def scan_archived_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        """The non-null ``payload``, ``result``, ``last_error`` and ``signal_payload`` of the
+        first ``limit`` archived jobs whose id is greater than ``after`` (all when None), in
+        ascending id order, followed per job by the state it was archived with, in every
+        namespace, and by the non-null ``expression`` of the workflow condition whose
+        ``child_job_id`` is the job (column ``condition``). A job's values are never split
+        across pages; the last job id of a page is the next ``after``. SUPPORTS."""
+        ...
+
+    def replace_archived_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        """For each ``(value, new_text)`` of an archived job: write ``new_text`` in place of
+        ``value`` only if the stored text still equals ``value.text`` (compare and set; state
+        keeps its version; nothing else of the archived job changes). Returns how many were
+        written; the others changed meanwhile or are gone (purged). Never touches a live job.
+        One transaction for the whole list where the backend has them. ``StoreDataError`` for
+        a column outside ``STORED_VALUE_COLUMNS``. REQUIRED."""
+        ...
+
+
 CAPABILITIES: tuple[type, ...] = (
     RecurringJobStore,
     BatchStore,
@@ -876,6 +906,7 @@ CAPABILITIES: tuple[type, ...] = (
     JobAuditStore,
     JobExtensionStore,
     SealedValueStore,
+    SealedArchiveStore,
 )
 """Every optional capability, in documentation order."""
 
@@ -924,6 +955,7 @@ __all__ = [
     "JobClaimStore",
     "JobCrudStore",
     "JobExtensionStore",
+    "SealedArchiveStore",
     "SealedValueStore",
     "JobPauseStore",
     "JobQueryStore",

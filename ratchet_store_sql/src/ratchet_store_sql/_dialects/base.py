@@ -129,8 +129,8 @@ def claim_pick(
 
     Fair (``FairClaimStore``): every claimable job is ranked within its ``(priority,
     fairness_key)`` group by ``scheduled_at``, id (``ROW_NUMBER``; jobs without a key are one
-    group), and the pick orders by priority, rank, ``scheduled_at``, id: one job of every key
-    before a second one of any. The ranking reads every due job, so a store uses it only
+    group), plus the RUNNING jobs of its key, and the pick orders by priority, rank,
+    ``scheduled_at``, id: one job of every key before a second one of any. The ranking reads every due job, so a store uses it only
     while keyed jobs are PENDING (``Dialect.fair_claims_needed``)."""
     if not fair:
         columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
@@ -140,13 +140,23 @@ def claim_pick(
             .order_by(*claim_order())
             .limit(limit)
         )
-    rank = (
-        sa.func.row_number()
-        .over(partition_by=(J.c.priority, J.c.fairness_key), order_by=(J.c.scheduled_at, J.c.id))
-        .label("_rank")
+    # a key's RUNNING jobs count towards its rank: a claim of one job still goes to the key
+    # that runs the fewest (read through the partial (status, fairness_key) index)
+    running = (
+        sa.select(J.c.fairness_key, sa.func.count().label("_running"))
+        .where(J.c.status == RUNNING, J.c.fairness_key.is_not(None))
+        .group_by(J.c.fairness_key)
+        .subquery("running")
     )
+    rank = (
+        sa.func.row_number().over(
+            partition_by=(J.c.priority, J.c.fairness_key), order_by=(J.c.scheduled_at, J.c.id)
+        )
+        + sa.func.coalesce(running.c._running, 0)
+    ).label("_rank")
     ranked = (
         sa.select(J.c.id, J.c.priority, J.c.scheduled_at, rank)
+        .select_from(J.outerjoin(running, running.c.fairness_key == J.c.fairness_key))
         .where(*claim_filter(now, execution_targets, tag_filter))
         .subquery("ranked")
     )

@@ -11,6 +11,7 @@ from ratchet_tck.contracts.coordination import (
 from ratchet_tck.contracts.crud import JobCrudStoreContract
 from ratchet_tck.contracts.dual_write import DualWriteInvariantContract
 from ratchet_tck.contracts.extension import JobExtensionStoreContract
+from ratchet_tck.contracts.fairness import FairClaimStoreContract
 from ratchet_tck.contracts.history import (
     ArchiveStoreContract,
     JobAnalyticsStoreContract,
@@ -26,7 +27,7 @@ from ratchet_tck.contracts.scheduling import (
     SignalStoreContract,
     WorkflowConditionStoreContract,
 )
-from ratchet_tck.contracts.sealed import SealedValueStoreContract
+from ratchet_tck.contracts.sealed import SealedArchiveStoreContract, SealedValueStoreContract
 from ratchet_tck.contracts.transaction_boundary import TransactionBoundaryContract
 from ratchet_tck.contracts.transitions import (
     JobBatchStatusStoreContract,
@@ -48,6 +49,7 @@ __all__ = [
     "JobClaimStoreContract",
     "JobCrudStoreContract",
     "JobExtensionStoreContract",
+    "SealedArchiveStoreContract",
     "SealedValueStoreContract",
     "JobStoreJoinedContract",
     "JobPauseStoreContract",
@@ -56,6 +58,7 @@ __all__ = [
     "JobTerminalStoreContract",
     "LockStoreContract",
     "NodeStoreContract",
+    "FairClaimStoreContract",
     "QueueStatsStoreContract",
     "WorkerBatchStoreContract",
     "RecurringJobStoreContract",

@@ -12,15 +12,12 @@ import attrs
 from ratchet_api.errors import DuplicateJobError, StoreDataError, StoreError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity, NodeEntity
+from ratchet_api.store.fairness import fair_claim_order
 from ratchet_api.store.protocols import JobStore
 from ratchet_api.store.versions import STORE_SPI
 from ratchet_tck.memory._state import MemoryState, check_job, check_tags, check_utc
 
 C = TypeVar("C")
-
-
-def _claim_key(job: JobEntity) -> tuple[int, datetime, int]:
-    return (-int(job.priority), job.scheduled_at, job.id.int)
 
 
 def _matches(
@@ -116,7 +113,12 @@ class CoreMemoryStore:
         s = self._s
         with s.lock:
             now = s.now()
-            due = sorted(
+            # FairClaimStore: priority, rank within (priority, fairness_key), due time, id
+            running: dict[str, int] = {}
+            for j in s.jobs.values():
+                if j.status is JobStatus.RUNNING and j.fairness_key is not None:
+                    running[j.fairness_key] = running.get(j.fairness_key, 0) + 1
+            due = fair_claim_order(
                 (
                     j
                     for j in s.jobs.values()
@@ -124,8 +126,9 @@ class CoreMemoryStore:
                     and j.scheduled_at <= now
                     and _matches(j, execution_targets, tag_filter)
                 ),
-                key=_claim_key,
+                running,
             )[:limit]
+            due = fair_claim_order(due)
             return [
                 s.put(
                     j,
@@ -139,6 +142,9 @@ class CoreMemoryStore:
                 )
                 for j in due
             ]
+
+    def claims_fairly(self) -> bool:
+        return True
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         s = self._s
