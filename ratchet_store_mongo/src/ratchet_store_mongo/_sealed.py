@@ -1,5 +1,9 @@
-"""``SealedValueStore``: the stored values payload encryption seals, read in pages and rewritten
-by compare and set (key rotation)."""
+"""``SealedValueStore`` and ``SealedArchiveStore``: the stored values payload encryption seals,
+in live and in archived jobs, read in pages and rewritten by compare and set (key rotation).
+
+An archived job is the job's document moved to the ``archive`` collection as it was (state
+included), so both capabilities read and write the same fields, each on its own collection; the
+workflow conditions stay in ``conditions`` for live and archived children alike."""
 
 from __future__ import annotations
 
@@ -8,10 +12,11 @@ from typing import Any
 from uuid import UUID
 
 from pymongo import ASCENDING, UpdateOne
+from pymongo.collection import Collection
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
-from ratchet_store_mongo._base import MongoBase
+from ratchet_store_mongo._base import Doc, MongoBase
 from ratchet_store_mongo.errors import translated
 
 _JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
@@ -20,12 +25,29 @@ _JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
 class MongoSealedValueMixin(MongoBase):
     @translated("scan_values")
     def scan_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        return self._scan_sealed(self._jobs, after, limit)
+
+    @translated("replace_values")
+    def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        return self._replace_sealed(self._jobs, changes)
+
+    @translated("scan_archived_values")
+    def scan_archived_values(self, after: UUID | None, limit: int) -> list[StoredValue]:
+        return self._scan_sealed(self._col("archive"), after, limit)
+
+    @translated("replace_archived_values")
+    def replace_archived_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+        return self._replace_sealed(self._col("archive"), changes)
+
+    def _scan_sealed(
+        self, collection: Collection[Doc], after: UUID | None, limit: int
+    ) -> list[StoredValue]:
         if limit < 1:
             raise StoreDataError("limit", f"must be at least 1, got {limit}")
         query: dict[str, Any] = {} if after is None else {"_id": {"$gt": after}}
         projection = {column: 1 for column in (*_JOB_COLUMNS, "state")}
         cursor = (
-            self._jobs.find(query, projection, session=self._session)
+            collection.find(query, projection, session=self._session)
             .sort("_id", ASCENDING)
             .limit(limit)
         )
@@ -61,31 +83,42 @@ class MongoSealedValueMixin(MongoBase):
                 )
         return values
 
-    @translated("replace_values")
-    def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
+    def _replace_sealed(
+        self, collection: Collection[Doc], changes: Sequence[tuple[StoredValue, str]]
+    ) -> int:
         for value, _ in changes:
             _check_column(value)
         conditions = [(v, t) for v, t in changes if v.column == "condition"]
         operations = [_replacement(v, t) for v, t in changes if v.column != "condition"]
         written = 0
         if conditions:
-            result = self._col("conditions").bulk_write(
-                [
-                    UpdateOne(
-                        {"child_job_id": value.job_id, "expression": value.text},
-                        {"$set": {"expression": new_text}},
-                    )
-                    for value, new_text in conditions
-                ],
-                ordered=True,
-                session=self._session,
-            )
-            written += int(result.matched_count)
+            # only the conditions of children in this collection (live or archived)
+            present = {
+                d["_id"]
+                for d in collection.find(
+                    {"_id": {"$in": list({v.job_id for v, _ in conditions})}},
+                    {"_id": 1},
+                    session=self._session,
+                )
+            }
+            updates = [
+                UpdateOne(
+                    {"child_job_id": value.job_id, "expression": value.text},
+                    {"$set": {"expression": new_text}},
+                )
+                for value, new_text in conditions
+                if value.job_id in present
+            ]
+            if updates:
+                result = self._col("conditions").bulk_write(
+                    updates, ordered=True, session=self._session
+                )
+                written += int(result.matched_count)
         if not operations:
             return written
         # One ordered bulk write per call: each update is atomic on its document, and a value
         # that changed meanwhile simply matches nothing (the compare and set).
-        result = self._jobs.bulk_write(operations, ordered=True, session=self._session)
+        result = collection.bulk_write(operations, ordered=True, session=self._session)
         return written + int(result.matched_count)
 
 

@@ -32,7 +32,7 @@ from ratchet_store_sql._dialects import dialect_for
 from ratchet_store_sql._engine import SQLITE_BUSY_TIMEOUT_MS, configure_sqlite, create_store_engine
 from ratchet_store_sql._errors import is_transient
 from ratchet_store_sql._jobs import JobOperations
-from ratchet_store_sql._sealed import SealedValueOperations
+from ratchet_store_sql._sealed import SealedArchiveOperations, SealedValueOperations
 from ratchet_store_sql.migration import SqlSchemaManager
 
 C = TypeVar("C")
@@ -56,6 +56,7 @@ class SqlJobStore(
     AuditOperations,
     ExtensionOperations,
     SealedValueOperations,
+    SealedArchiveOperations,
 ):
     """The Ratchet store on SQLite, PostgreSQL (psycopg 3) or MySQL/MariaDB (pymysql).
 

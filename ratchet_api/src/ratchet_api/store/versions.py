@@ -212,6 +212,16 @@ SPI_CHANGES: Final[tuple[SpiChange, ...]] = (
         fallback="not advertised by a 1.0 store",
         lost="ratchet keys rotate and ratchet keys status",
     ),
+    SpiChange(
+        version=SPI_1_1,
+        member="SealedArchiveStore",
+        change="new capability (third wave): scan_archived_values and replace_archived_values, "
+        "the SealedValueStore contract over archived jobs",
+        fallback="ratchet keys rotate and ratchet keys status cover live jobs only and say that "
+        "the archive was not covered",
+        lost="re-sealing archived jobs: their values stay under the key they were sealed with, "
+        "which must stay configured until retention purges them",
+    ),
 )
 """Every change since the first release, oldest first (``docs/stores/changelog.md`` has the
 same with diffs)."""
