@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from uuid import UUID
@@ -16,6 +17,7 @@ from ratchet_api.errors import DuplicateJobError, JobNotFoundError, StoreDataErr
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus, NodeTagFilter
 from ratchet_api.store.entities import MAX_TAG_LENGTH, Completion, JobEntity
+from ratchet_api.store.fairness import fair_claim_order
 from ratchet_store_mongo._base import (
     NOW,
     TERMINAL,
@@ -60,12 +62,24 @@ def check_tags(job_id: UUID, tags: Sequence[str]) -> list[str]:
     return sorted(set(tags))
 
 
+FAIR_PROBE_SECONDS = 1.0
+"""How long a claim trusts its last look at whether any PENDING job has a fairness key (this
+store's own keyed inserts are seen at once)."""
+
+
+@attrs.define
+class _FairProbe:
+    keyed: bool = False
+    seen: float = -FAIR_PROBE_SECONDS
+
+
 class JobsMixin(MongoBase):
     # ------------------------------------------------------------------ crud
 
     @translated("insert_job")
     def insert_job(self, job: JobEntity) -> JobEntity:
         doc = job_to_document(job)
+        self._note_keyed((job,))
         if job.idempotency_key is not None and self._session is not None:
             # inside a caller's transaction a duplicate key error would abort the whole
             # transaction: look the key up first (a concurrent holder still aborts it, as a
@@ -180,6 +194,8 @@ class JobsMixin(MongoBase):
             attempt={"$add": ["$attempt", 1]},
             claim_seq={"$add": ["$claim_seq", 1]},
         )
+        if limit > 0 and self._fair_claims_needed():
+            return self._claim_fair(query, update, marking, limit, start)
         claimed: list[JobEntity] = []
         # One atomic find_one_and_update per job: MongoDB has no "update the first N in this
         # order and return them" statement; each call claims the best remaining job.
@@ -202,6 +218,118 @@ class JobsMixin(MongoBase):
                 )
                 break
         return claimed
+
+    # ------------------------------------------------------------------ fair claim
+
+    def claims_fairly(self) -> bool:
+        """``FairClaimStore``: while any PENDING job has a fairness key, a claim takes the
+        head of each key (and of the unkeyed group) in turn (``_claim_fair``)."""
+        return True
+
+    def _fair_probe(self) -> _FairProbe:
+        probe = self.__dict__.get("_fair_state")
+        if not isinstance(probe, _FairProbe):
+            probe = _FairProbe()
+            self.__dict__["_fair_state"] = probe
+        return probe
+
+    def _note_keyed(self, jobs: Sequence[JobEntity]) -> None:
+        """This store writes ``jobs``: a keyed one makes the next claims fair at once."""
+        if any(job.fairness_key is not None for job in jobs):
+            probe = self._fair_probe()
+            probe.keyed, probe.seen = True, time.monotonic()
+
+    def _fair_claims_needed(self) -> bool:
+        """Whether any PENDING job has a fairness key: one probe through the ``fairness``
+        index, repeated at most every ``FAIR_PROBE_SECONDS``."""
+        probe = self._fair_probe()
+        clock = time.monotonic()
+        if clock - probe.seen >= FAIR_PROBE_SECONDS:
+            found = self._jobs.find_one(
+                {"status": JobStatus.PENDING.value, "fairness_key": {"$type": "string"}},
+                {"_id": 1},
+                session=self._session,
+            )
+            probe.keyed, probe.seen = found is not None, clock
+        return probe.keyed
+
+    def _claim_fair(
+        self, query: Doc, update: list[Doc], marking: list[Doc], limit: int, start: int
+    ) -> list[JobEntity]:
+        """The fair claim: the head (first in claim order) of every fairness key with a
+        PENDING job and of the unkeyed group is read; the best head by (priority desc, rank,
+        due time, id) is claimed (a find_one_and_update on its id, still PENDING), and its
+        group's next head read. A group's rank is the jobs this claim took from it plus one,
+        plus, for a key, its RUNNING jobs: the order of ``FairClaimStore``."""
+        pending = {"status": JobStatus.PENDING.value, "fairness_key": {"$type": "string"}}
+        keys: list[str | None] = [
+            *sorted(self._jobs.distinct("fairness_key", pending, session=self._session)),
+            None,
+        ]
+        running = {
+            row["_id"]: int(row["n"])
+            for row in self._jobs.aggregate(
+                [
+                    {
+                        "$match": {
+                            "status": JobStatus.RUNNING.value,
+                            "fairness_key": {"$type": "string"},
+                        }
+                    },
+                    {"$group": {"_id": "$fairness_key", "n": {"$sum": 1}}},
+                ],
+                session=self._session,
+            )
+        }
+        taken: dict[str | None, int] = {}
+        heads: dict[str | None, Doc] = {}
+
+        def read_head(key: str | None) -> None:
+            # a key's head through the partial `fairness` index (its filter named as such)
+            match: Doc | None = {"$eq": key, "$type": "string"} if key is not None else None
+            doc = self._jobs.find_one(
+                {**query, "fairness_key": match},
+                {"_id": 1, "priority": 1, "scheduled_at": 1},
+                sort=CLAIM_SORT,
+                session=self._session,
+            )
+            if doc is None:
+                heads.pop(key, None)
+            else:
+                heads[key] = doc
+
+        for key in keys:
+            read_head(key)
+        claimed: list[JobEntity] = []
+        while heads and len(claimed) < limit:
+
+            def order(key: str | None) -> tuple[int, int, datetime, UUID]:
+                head = heads[key]
+                rank = taken.get(key, 0) + 1 + (running.get(key, 0) if key is not None else 0)
+                return (-int(head["priority"]), rank, head["scheduled_at"], head["_id"])
+
+            key = min(heads, key=order)
+            head_id = heads[key]["_id"]
+            try:
+                won = self._claim_one(
+                    {**query, "_id": head_id},
+                    marking if len(claimed) < start else update,
+                    claimed,
+                )
+            except PyMongoError as exc:
+                if not claimed or self._session is not None:
+                    raise
+                _log.warning(
+                    "claim stopped after %d of %d jobs: %s; returning the claimed jobs",
+                    len(claimed),
+                    limit,
+                    exc,
+                )
+                break
+            if won:
+                taken[key] = taken.get(key, 0) + 1
+            read_head(key)  # the next job of the group (or the same group after a lost race)
+        return fair_claim_order(claimed)
 
     def _claim_one(self, query: Doc, update: list[Doc], claimed: list[JobEntity]) -> bool:
         """Claim the best due job into ``claimed``; False when none is due."""

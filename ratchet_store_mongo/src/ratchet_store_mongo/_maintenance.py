@@ -203,6 +203,7 @@ class JobMaintenanceMixin(JobsMixin):
         """``bulk_insert`` in one transaction, with ``before`` run first and ``after`` (given
         the number inserted) run last inside the same transaction (batch rows)."""
         docs = [job_to_document(job) for job in jobs]  # all validated before anything is written
+        self._note_keyed(jobs)
 
         def run(session: ClientSession) -> int:
             if before is not None:

@@ -59,6 +59,17 @@ COLLECTIONS: tuple[CollectionSpec, ...] = (
                 ("scheduled_at", ASCENDING),
                 ("_id", ASCENDING),
             ),
+            # the fair claim (FairClaimStore): keys of PENDING jobs, each key's head in claim
+            # order, RUNNING jobs per key; keyed jobs only, so an unkeyed enqueue writes none
+            _ix(
+                "fairness",
+                ("status", ASCENDING),
+                ("fairness_key", ASCENDING),
+                ("priority", DESCENDING),
+                ("scheduled_at", ASCENDING),
+                ("_id", ASCENDING),
+                partialFilterExpression={"fairness_key": {"$type": "string"}},
+            ),
             _ix(
                 "idempotency_key",
                 ("idempotency_key", ASCENDING),
