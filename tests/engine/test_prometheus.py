@@ -30,6 +30,7 @@ from ratchet_core.observability.prometheus import (
 from tests.crash.harness import wait_for
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
+from tests.store_sql.conftest import empty_tables
 
 REPO = Path(__file__).resolve().parents[2]
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
@@ -106,6 +107,7 @@ def serve(sql_store_url: str) -> Iterator[tuple[str, int]]:
     """``ratchet metrics serve --port 0 --cache-seconds 0`` on the store: (url, port)."""
     container = build_container(sql_store_url)
     migrate(container.job_store())
+    empty_tables(container.job_store().engine)  # the module's database: a test counts its own
     container.job_store().close()
     process = ratchet(
         sql_store_url, "metrics", "serve", "--host", "127.0.0.1", "--port", "0",
