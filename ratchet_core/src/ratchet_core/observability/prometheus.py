@@ -196,8 +196,8 @@ def _queue_families(snap: StoreSnapshot, window: timedelta) -> Iterator[Metric]:
     yield nodes
     yield GaugeMetricFamily(
         "ratchet_queue_stats_exact",
-        "1 when the queue figures come from the store's own query; 0 when they are those of a "
-        "bounded scan of the newest jobs (a store without QueueStatsStore).",
+        "1 when the queue figures cover every job; 0 when they are those of a bounded scan "
+        "that stopped short (a store without QueueStatsStore).",
         value=1.0 if stats.exact else 0.0,
     )
     yield GaugeMetricFamily(
