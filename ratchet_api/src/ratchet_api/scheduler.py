@@ -95,6 +95,12 @@ class JobBuilder(Protocol):
         """At most ``permits`` jobs holding resource ``key`` run at once across the cluster."""
         ...
 
+    def fairness_key(self, key: str) -> JobBuilder:
+        """The group the job is claimed fairly within, e.g. a tenant: claims interleave the
+        keys of due jobs of equal priority, so one key's backlog does not delay the others
+        (docs/scaling.md, "Fairness")."""
+        ...
+
     def rate_limit(self, key: str, limit: int, *, per: timedelta | float) -> JobBuilder:
         """At most ``limit`` jobs with rate-limit ``key`` start per ``per`` across the
         cluster."""

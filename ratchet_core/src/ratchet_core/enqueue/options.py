@@ -35,6 +35,7 @@ class JobOptions:
     encrypted: bool = False
     properties: tuple[tuple[str, str], ...] = ()
     resource_key: str | None = None
+    fairness_key: str | None = None
     flow: FlowSpec = attrs.field(factory=FlowSpec)
 
 
@@ -150,6 +151,13 @@ class JobOptionSetters:
     def max_retries(self, retries: int) -> Self:
         """Retries after the first attempt before the job goes to the dead letter (0 = none)."""
         self._options.max_retries = check_max_retries(retries)
+        return self
+
+    def fairness_key(self, key: str) -> Self:
+        """The group the job is claimed fairly within, e.g. a tenant (at most 255 characters):
+        on a store with ``FairClaimStore`` claims interleave the keys of due jobs of equal
+        priority, so one key's backlog does not delay the others (docs/scaling.md)."""
+        self._options.fairness_key = check_key("fairness_key", key)
         return self
 
     def resource(self, key: str, *, permits: int) -> Self:

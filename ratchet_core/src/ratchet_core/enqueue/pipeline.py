@@ -62,7 +62,7 @@ from ratchet_api.spi.runtime import (
     NodeIdentityProvider,
 )
 from ratchet_api.store.entities import JobEntity
-from ratchet_api.store.protocols import JobStore
+from ratchet_api.store.protocols import FairClaimStore, JobStore
 from ratchet_core.defaults.authorization import effective_policy
 from ratchet_core.enqueue._job_copies import job_copies
 from ratchet_core.enqueue.invocation import sign_invocation
@@ -117,6 +117,7 @@ class EnqueuePipeline:
         self._limits = limits if limits is not None else Limits()  # payload size and text
         self._listeners: list[Callable[[], None]] = []
         self._listeners_lock = threading.Lock()
+        self._fairness_checked = False
 
     @property
     def store(self) -> JobStore:
@@ -307,6 +308,18 @@ class EnqueuePipeline:
             )
         )
 
+    def _check_fairness(self) -> None:
+        """The engine's fallback for a store without ``FairClaimStore``: the key is stored
+        (where the store keeps it) but claims keep the plain order; said once."""
+        self._fairness_checked = True
+        if self._store.capability(FairClaimStore) is None:
+            logger.warning(
+                "{} does not advertise FairClaimStore: jobs with a fairness_key are claimed "
+                "in the plain order (priority, due time), so one key's backlog delays the "
+                "others; see docs/scaling.md (Fairness)",
+                type(self._store).__name__,
+            )
+
     def _new_entity(
         self,
         job_id: UUID,
@@ -318,6 +331,8 @@ class EnqueuePipeline:
         extra: dict[str, Any],
     ) -> JobEntity:
         scheduled = options.run_at or (now + options.delay if options.delay else now)
+        if options.fairness_key is not None and not self._fairness_checked:
+            self._check_fairness()
         max_retries = (
             options.max_retries if options.max_retries is not None else self._default_max_retries
         )
@@ -339,6 +354,7 @@ class EnqueuePipeline:
             execution_target=options.execution_target,
             tags=options.tags,
             resource_key=options.resource_key,
+            fairness_key=options.fairness_key,
             flow_control=options.flow.encode(),
             **fields,
         )

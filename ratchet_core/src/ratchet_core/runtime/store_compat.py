@@ -31,7 +31,9 @@ The fallbacks for a 1.0 store (``docs/stores/changelog.md`` has the reasoning):
 An optional capability new in a minor version needs no adapter: an older store does not
 advertise it and the engine reads through its own fallback. ``QueueStatsStore`` (third wave):
 ``ratchet_core.observability.queues.read_queue_stats`` scans the newest jobs through
-``JobQueryStore`` instead (``QueueStats.exact`` False).
+``JobQueryStore`` instead (``QueueStats.exact`` False). ``FairClaimStore`` (third wave): the
+enqueue pipeline says once that jobs with a ``fairness_key`` are claimed in the plain order
+(a 1.0 store also drops the key: ``JobEntity.fairness_key`` is reported disabled above).
 """
 
 from __future__ import annotations
