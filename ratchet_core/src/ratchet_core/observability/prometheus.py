@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -90,8 +90,9 @@ class StoreSnapshotCache:
             if self._snapshot is not None and now - self._read_at < self._cache_seconds:
                 return self._snapshot
             started = time.perf_counter()
-            store_now = self._store.server_now()
-            stats = read_queue_stats(self._store, store_now - self.window)
+            # the window's start on this host's clock (a skew only shifts its edge); due
+            # times and ages are the store's clock, read in the same statement
+            stats = read_queue_stats(self._store, datetime.now(UTC) - self.window)
             nodes = self._store.find_all_nodes()
             alive = sum(1 for n in nodes if stats.now - n.last_heartbeat <= self._node_timeout)
             self._snapshot = StoreSnapshot(
