@@ -122,7 +122,11 @@ def test_keys_cli_generates_rotates_ten_thousand_jobs_resumably_and_reports_stat
 
     status = ratchet("keys", "status", "--json", "--url", url, keys=keys, current="k2")
     assert status.returncode == 0, status.stderr
-    assert json.loads(status.stdout) == {"current_key_id": "k2", "keys": {"k1": {"payload": 10000}}}
+    assert json.loads(status.stdout) == {
+        "current_key_id": "k2",
+        "archive_covered": True,
+        "keys": {"k1": {"payload": 10000}},
+    }
 
     first = ratchet(
         "keys", "rotate", "--batch-size", "1000", "--max-batches", "4", "--url", url,
@@ -130,6 +134,7 @@ def test_keys_cli_generates_rotates_ten_thousand_jobs_resumably_and_reports_stat
     )  # fmt: skip
     assert first.returncode == 0, first.stderr
     assert "4000 re-encrypted" in first.stdout
+    assert "archived jobs: not reached yet" in first.stdout
     last = first.stdout.strip().splitlines()[-1].removeprefix("last job id: ")
     assert uuid.UUID(last) == ids[3999]
     halfway = json.loads(
@@ -143,6 +148,7 @@ def test_keys_cli_generates_rotates_ten_thousand_jobs_resumably_and_reports_stat
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "6000 values scanned, 6000 re-encrypted" in resumed.stdout
+    assert "archived jobs: 0 values scanned" in resumed.stdout
     table = ratchet("keys", "status", "--url", url, keys=keys, current="k2")
     assert table.returncode == 0 and "k2 (current)" in table.stdout and "k1" not in table.stdout
 
