@@ -10,20 +10,25 @@ import base64
 import json
 import os
 import uuid
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 from uuid import UUID
 
 from ratchet_api.ids import uuid7
 from ratchet_api.model import JobStatus
-from ratchet_api.store.protocols import ArchiveStore, JobExtensionStore
+from ratchet_api.store.protocols import ArchiveStore, JobExtensionStore, SealedArchiveStore
 from ratchet_api.workflow import Step, predicate
 from ratchet_core.payload.codec import SealingStateStore
 from ratchet_core.payload.envelope import key_id_of
-from ratchet_core.payload.rotation import ARCHIVED, key_status, rotate
+from ratchet_core.payload.rotation import ARCHIVED, covers_archive, key_status, rotate
+from ratchet_store_sql import SqlJobStore
 from tests.engine import composition_targets as t
 from tests.engine import secret_targets
 from tests.engine.conftest import build_container, migrate
+from tests.engine.test_key_rotation import ratchet
 
+C = TypeVar("C")
 ARCHIVED_COLUMNS = ("payload", "result", "last_error", "signal_payload")
 
 
@@ -162,3 +167,96 @@ def test_rotation_reseals_archived_jobs_and_their_detail_still_opens(
     codec = after.payload_codec()
     for child in (yes, no):
         assert "token_is" in codec.open_condition(raw_archived(store, child)["condition"], child)
+
+
+class LiveOnlySqlStore(SqlJobStore):
+    """A store with ``SealedValueStore`` but without ``SealedArchiveStore`` (a third-party
+    store written before it): the real SQL store with that one capability not advertised."""
+
+    def capability(self, kind: Callable[..., C]) -> C | None:
+        return None if kind is SealedArchiveStore else super().capability(kind)
+
+
+def archived_jobs(container: Any, make_worker: Any, marker: str, count: int) -> list[UUID]:
+    """``count`` echo jobs run and archived."""
+    ids = [
+        container.scheduler().enqueue(secret_targets.echo_secret, f"{marker}-{i}")
+        for i in range(count)
+    ]
+    make_worker(container).run_until_idle(30)
+    archive = container.job_store().capability(ArchiveStore)
+    assert archive is not None
+    for job_id in ids:
+        assert archive.archive_job(job_id), job_id
+    return ids
+
+
+def test_a_store_without_the_capability_reports_the_archive_not_covered(
+    tmp_path: Path, make_worker: Any
+) -> None:
+    url = f"sqlite:///{tmp_path / 'live-only.db'}"
+    k1, k2 = f"k1:{new_key()}", f"k2:{new_key()}"
+    ids = archived_jobs(container_with(url, k1, "k1"), make_worker, "live-only", 2)
+    during = container_with(url, f"{k1},{k2}", "k2")
+    store = LiveOnlySqlStore(url)
+    try:
+        assert not covers_archive(store)
+        report = rotate(store, during.payload_codec())
+        assert report.archive_covered is False and report.archived.scanned == 0
+        assert all(ARCHIVED not in counts for counts in key_status(store).values())
+        full = during.job_store()
+        assert covers_archive(full) and key_status(full)["k1"][ARCHIVED] == 2 * len(ids)
+    finally:
+        store.close()
+
+
+def test_keys_cli_counts_rotates_and_resumes_in_the_archive(
+    tmp_path: Path, make_worker: Any
+) -> None:
+    url = f"sqlite:///{tmp_path / 'archive-cli.db'}"
+    k1, k2 = f"k1:{new_key()}", f"k2:{new_key()}"
+    ids = archived_jobs(container_with(url, k1, "k1"), make_worker, "cli", 4)
+    live = container_with(url, k1, "k1").scheduler().enqueue(secret_targets.echo_secret, "live")
+    keys = f"{k1},{k2}"
+
+    status = ratchet("keys", "status", "--json", "--url", url, keys=keys, current="k2")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout) == {
+        "current_key_id": "k2",
+        "archive_covered": True,
+        "keys": {"k1": {"payload": 1, ARCHIVED: 8}},  # payload and result of 4 archived jobs
+    }
+    # one live batch, then one batch of 2 archived jobs: stopped inside the archive
+    first = ratchet(
+        "keys", "rotate", "--batch-size", "2", "--max-batches", "2", "--url", url,
+        keys=keys, current="k2",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "archived jobs: 4 values scanned, 4 re-encrypted" in first.stdout
+    assert f"batch 2: up to archived job {sorted(ids)[1]}" in first.stdout
+    last = first.stdout.strip().splitlines()[-1]
+    assert last == f"last archived job id: {sorted(ids)[1]}"
+    halfway = json.loads(
+        ratchet("keys", "status", "--json", "--url", url, keys=keys, current="k2").stdout
+    )
+    assert halfway["keys"] == {"k1": {ARCHIVED: 4}, "k2": {"payload": 1, ARCHIVED: 4}}
+
+    resumed = ratchet(
+        "keys", "rotate", "--after-archived", last.rsplit(" ", 1)[1], "--url", url,
+        keys=keys, current="k2",
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "rotated to key k2: 0 values scanned" in resumed.stdout  # the live jobs are skipped
+    assert "archived jobs: 4 values scanned, 4 re-encrypted" in resumed.stdout
+    table = ratchet("keys", "status", "--url", url, keys=keys, current="k2")
+    assert table.returncode == 0, table.stderr
+    assert ARCHIVED in table.stdout and "k1" not in table.stdout
+
+    after = container_with(url, k2, "k2")  # k1 is gone
+    archive = after.job_store().capability(ArchiveStore)
+    assert archive is not None
+    for index, job_id in enumerate(ids):
+        job = archive.find_archived_job(job_id)
+        assert job is not None
+        assert after.scheduler().details.detail(job).result == f"cli-{index}-result"
+    assert after.scheduler().get(live) is not None
