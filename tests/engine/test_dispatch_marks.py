@@ -14,11 +14,14 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from dependency_injector import providers
 
 from ratchet_api.model import JobStatus
+from ratchet_api.store.protocols import WorkerBatchStore
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
+from tests.engine.conftest import build_container
 from tests.engine.worker_fixtures import wait_for
 
 
@@ -37,6 +40,13 @@ class _CountingStore(InMemoryJobStore):
         self.entered.set()
         self.proceed.wait(5)
         return super().mark_dispatched(claims)
+
+
+class _PlainClaims(InMemoryJobStore):
+    """The in-memory store without ``WorkerBatchStore`` (the engine's fallback path)."""
+
+    def capability(self, kind: Any) -> Any:
+        return None if kind is WorkerBatchStore else super().capability(kind)
 
 
 def test_marks_of_jobs_starting_together_share_one_store_call() -> None:
@@ -226,13 +236,38 @@ def test_a_long_job_gets_its_started_mark_while_it_runs(
     assert worker.run_until_idle(10)
 
 
-def test_a_short_job_needs_no_store_call_for_its_mark(engine: Any, make_worker: Any) -> None:
+def test_a_job_starting_at_once_is_marked_by_its_claim_a_short_prefetched_one_needs_no_mark(
+    engine: Any, make_worker: Any
+) -> None:
+    # one slot and one prefetched job: the claim marks the job that starts at once (no store
+    # call of its own); the prefetched job starts later, within the lease, with its mark
+    # noted for the completer's next batch, and finishes before that batch
     scheduler = engine.scheduler()
-    job_id = scheduler.enqueue(targets.add, 1, 2)
-    make_worker(engine, flush_interval=timedelta(seconds=0.5)).run_until_idle(20)
-    stored = engine.job_store().find_by_id(job_id)
-    assert stored.status is JobStatus.SUCCEEDED
-    assert stored.dispatched_at is None  # it finished before its noted mark was due
+    first = scheduler.enqueue(targets.add, 1, 2)
+    second = scheduler.enqueue(targets.add, 3, 4)
+    worker = make_worker(engine, concurrency=1, prefetch=1, flush_interval=timedelta(seconds=0.5))
+    assert worker.run_until_idle(20)
+    store = engine.job_store()
+    marked, prefetched = store.find_by_id(first), store.find_by_id(second)
+    assert (marked.status, prefetched.status) == (JobStatus.SUCCEEDED, JobStatus.SUCCEEDED)
+    assert marked.dispatched_at is not None, "marked by its claim"
+    assert marked.dispatched_at == marked.started_at, "in the claim statement itself"
+    assert prefetched.dispatched_at is None  # it finished before its noted mark was due
+
+
+def test_without_worker_batch_store_a_short_job_needs_no_store_call_for_its_mark(
+    make_worker: Any,
+) -> None:
+    # the engine's fallback for a store without WorkerBatchStore: a plain claim, and the
+    # noted mark of a job that starts at once, dropped when it finishes first
+    store = _PlainClaims()
+    engine = build_container("sqlite:///unused.db", **{"cluster.backend": "none"})
+    engine.job_store.override(providers.Object(store))
+    job_id = engine.scheduler().enqueue(targets.add, 1, 2)
+    assert make_worker(engine, flush_interval=timedelta(seconds=0.5)).run_until_idle(20)
+    stored = store.find_by_id(job_id)
+    assert stored is not None and stored.status is JobStatus.SUCCEEDED
+    assert stored.dispatched_at is None
 
 
 def test_a_job_given_back_uncharged_before_is_checked_before_it_runs(

@@ -2,7 +2,9 @@
 
 1. the circuit-breaker pre-check (advisory: the breaker checks the call itself anyway);
 2. flow control: a resource permit and a rate limit (``flow_control.py``);
-3. the started mark (``dispatch.py``), noted or checked.
+3. the started mark (``dispatch.py``): none for a job its claim marked started
+   (``WorkerBatchStore.claim_and_start``) while it is fresh, else noted (written in the
+   completer's next batch) or checked.
 
 :meth:`Admission.admit` answers None (the job runs) or the :class:`~.outcome.Happened` value
 that ends it instead (an open circuit, a deferral by flow control, a superseded claim). Steps
@@ -48,7 +50,7 @@ class Admission:
 
     def may_block(self, job: ClaimedJob) -> bool:
         """Whether :meth:`admit` may wait on the store for ``job``."""
-        return job.entity.flow_control is not None or not self._may_note(job)
+        return job.entity.flow_control is not None or not (self._marked(job) or self._may_note(job))
 
     def admit(self, job: ClaimedJob) -> Happened | None:
         """None when ``job`` may run now (its permit taken, its started mark noted or
@@ -60,7 +62,9 @@ class Admission:
         delay = self._flow.admit(entity)  # resource permit, rate limit; never raises
         if delay is not None:
             return Throttled(delay)
-        if self._may_note(job):
+        if self._marked(job):
+            pass  # marked started by its claim (WorkerBatchStore.claim_and_start)
+        elif self._may_note(job):
             self._marks.note(entity.id, entity.claim_seq)
         else:
             current = self._marks.mark(entity.id, entity.claim_seq)
@@ -91,6 +95,12 @@ class Admission:
             _log.warning("is_service_available(%r) failed", service, exc_info=True)
             return True
 
+    def _marked(self, job: ClaimedJob) -> bool:
+        # Marked started by the claim statement itself (a job that starts at once): no store
+        # call at all while nothing can have superseded the claim (the lease below). A job
+        # held longer (at a gate) gets a checked mark like any other.
+        return job.entity.dispatched_at is not None and self._fresh(job)
+
     def _may_note(self, job: ClaimedJob) -> bool:
         # Started mark (issue 17, store side): recovery charges no attempt to a claim never
         # marked. The store can take a claim back only once the job's heartbeat is
@@ -102,14 +112,14 @@ class Admission:
         # before the job runs and a claim the store reports superseded is not run.
         # Both clocks are asked: the monotonic one keeps running through SIGSTOP, the store's
         # (local wall clock + measured offset) through a host suspend.
+        return job.entity.claim_seq == job.entity.attempt and self._fresh(job)
+
+    def _fresh(self, job: ClaimedJob) -> bool:
+        """Within the mark lease since the claim (both clocks)."""
         entity = job.entity
-        return (
-            entity.claim_seq == entity.attempt
-            and time.monotonic() - job.claimed_mono < self._mark_lease
-            and (
-                entity.heartbeat_at is None
-                or (self._now() - entity.heartbeat_at).total_seconds() < self._mark_lease
-            )
+        return time.monotonic() - job.claimed_mono < self._mark_lease and (
+            entity.heartbeat_at is None
+            or (self._now() - entity.heartbeat_at).total_seconds() < self._mark_lease
         )
 
 

@@ -3,8 +3,11 @@
 Every outcome (``outcome.py``) of a claimed job is handed to one :class:`CompletionBatcher`:
 successes as :class:`PendingCompletion`, every other kind (retry, dead letter, release, defer,
 interrupted requeue, superseded) as :class:`PendingWrite`. Its flusher thread writes them in
-batches a few milliseconds later: successes with one ``mark_succeeded_many``, the other kinds
-with the store's per-job fenced methods inside the same flush. Every write is fenced by its
+batches a few milliseconds later: successes with one ``mark_succeeded_many``; retries and dead
+letters with one ``write_failures`` where the store has ``WorkerBatchStore`` (else, and for the
+other kinds, the store's per-job fenced methods inside the same flush); and the started marks
+noted for jobs still running (``note_started``: prefetched jobs that started without a store
+call) with one ``mark_dispatched``, dropped for the jobs that finished first. Every write is fenced by its
 claim sequence: a write the store refuses (the claim was superseded) never overwrites anything
 and is reported as not applied.
 
@@ -38,69 +41,40 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
 from uuid import UUID
 
 import attrs
 
 from ratchet_api.spi.runtime import MetricsCollector
-from ratchet_api.store.entities import ExecutionRecord
-from ratchet_api.store.protocols import FlowControlStore, JobAuditStore, JobStore
+from ratchet_api.store.protocols import (
+    FlowControlStore,
+    JobAuditStore,
+    JobStore,
+    WorkerBatchStore,
+)
 from ratchet_core.observability.logs import one_line
+from ratchet_core.worker.completion_base import (
+    FAILURE_WRITES,
+    Callbacks,
+    CompleterBase,
+    FailureCallback,
+    FlushCallback,
+    OutcomeSubscriber,
+    StoreDown,
+    superseded_records,
+    take,
+)
 from ratchet_core.worker.outcome import DeferReason, OutcomeKind
 from ratchet_core.worker.pending import PendingCompletion, PendingFailure, PendingWrite
-from ratchet_core.worker.store_retry import retry_transient, transient_predicate
+from ratchet_core.worker.store_retry import transient_predicate
 
 _log = logging.getLogger("ratchet.worker")
 
-_MAX_FLUSH_TRIES = 4
 _FIRST_PAUSE = 0.1
 _MAX_PAUSE = 5.0
 
 
-class OutcomeSubscriber(Protocol):
-    """Told about every outcome the completer wrote. Called on the flusher thread; must not
-    block on the store for long (hand work to a thread of its own) and should not raise (an
-    exception is logged and ignored)."""
-
-    def succeeded(
-        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
-    ) -> None:
-        """Successes written: ``applied`` are those whose fenced write applied (the rest were
-        superseded, or given up when ``applied`` is empty after a failure)."""
-
-    def wrote(self, item: PendingWrite, applied: bool | None) -> None:
-        """One other outcome: True applied, False refused (claim superseded), None not written
-        (the job stays RUNNING for the stale-job sweep)."""
-
-
-FlushCallback = Callable[[Sequence[PendingCompletion], list[PendingCompletion]], None]
-FailureCallback = Callable[[PendingWrite, "bool | None"], None]
-
-
-@attrs.define
-class _Callbacks:
-    """Subscriber made of two callables."""
-
-    on_flushed: FlushCallback | None
-    on_failure: FailureCallback | None
-
-    def succeeded(
-        self, batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
-    ) -> None:
-        if self.on_flushed is not None:
-            self.on_flushed(batch, list(applied))
-
-    def wrote(self, item: PendingWrite, applied: bool | None) -> None:
-        if self.on_failure is not None:
-            self.on_failure(item, applied)
-
-
-class _StoreDown(Exception):
-    """A write failed transiently after its retries: the rest of the batch waits."""
-
-
-class CompletionBatcher:
+class CompletionBatcher(CompleterBase):
     """The completer (see the module docstring). ``succeed``/``fail`` return at once unless
     the backlog is full; ``close`` writes everything pending and stops. Thread safe."""
 
@@ -123,6 +97,7 @@ class CompletionBatcher:
     ) -> None:
         self._store = store
         self._flow = store.capability(FlowControlStore)
+        self._fast = store.capability(WorkerBatchStore)
         self._interval = max(0.0, interval)
         self._batch_size = max(1, batch_size)
         self._metrics = metrics
@@ -131,13 +106,14 @@ class CompletionBatcher:
         self._is_transient = transient_predicate(store)
         self._subscribers: list[OutcomeSubscriber] = list(subscribers)
         if on_flushed is not None or on_failure is not None:
-            self._subscribers.insert(0, _Callbacks(on_flushed, on_failure))
+            self._subscribers.insert(0, Callbacks(on_flushed, on_failure))
         self._max_pending = max_pending
         self._give_up_after = give_up_after
         self._failing_since: float | None = None
         self._sleep = sleep
         self._items: deque[PendingCompletion] = deque()
         self._writes: deque[PendingWrite] = deque()
+        self._marks: dict[UUID, int] = {}  # noted started marks of running jobs
         self._cond = threading.Condition()
         self._closed = False
         self._give_up_at: float | None = None
@@ -155,8 +131,7 @@ class CompletionBatcher:
         with self._cond:
             self._wait_for_room()
             self._items.append(item)
-            size = len(self._items)
-            if size == 1 or size >= self._batch_size:
+            if len(self._items) == 1 or self._queued() >= self._batch_size:
                 self._cond.notify_all()
 
     add = succeed
@@ -166,9 +141,28 @@ class CompletionBatcher:
         with self._cond:
             self._wait_for_room()
             self._writes.append(item)
-            self._cond.notify_all()
+            if len(self._writes) == 1 or self._queued() >= self._batch_size:
+                self._cond.notify_all()
 
     write = fail
+
+    def note_started(self, job_id: UUID, claim_seq: int) -> None:
+        """A job started without a store call: its started mark goes in the next batch
+        unless :meth:`forget_started` comes first (the job finished). Never blocks."""
+        with self._cond:
+            closed = self._closed
+            if not closed:
+                self._marks[job_id] = claim_seq
+                self._cond.notify_all()
+        if closed:  # no flusher any more: written now
+            self._mark_started({job_id: claim_seq})
+
+    def forget_started(self, job_id: UUID, claim_seq: int) -> None:
+        """The job finished or was given back: its noted mark, if not written yet, is
+        dropped (its outcome write is fenced anyway)."""
+        with self._cond:
+            if self._marks.get(job_id) == claim_seq:
+                del self._marks[job_id]
 
     def _wait_for_room(self) -> None:
         # called with the lock held: backpressure on the job threads while the store is down
@@ -182,6 +176,9 @@ class CompletionBatcher:
         """Outcomes accepted but not yet written (including a batch being written)."""
         with self._cond:
             return self._pending()
+
+    def _queued(self) -> int:
+        return len(self._items) + len(self._writes)
 
     def _pending(self) -> int:
         return len(self._items) + len(self._writes) + self._flushing
@@ -205,6 +202,8 @@ class CompletionBatcher:
         with self._cond:
             writes, self._writes = list(self._writes), deque()
             items, self._items = list(self._items), deque()
+            marks, self._marks = self._marks, {}
+        self._write_marks(marks)
         for start in range(0, max(len(writes), len(items)), self._batch_size):
             self._flush(
                 writes[start : start + self._batch_size], items[start : start + self._batch_size]
@@ -215,9 +214,9 @@ class CompletionBatcher:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._items and not self._writes and not self._closed:
+                while not self._items and not self._writes and not self._marks and not self._closed:
                     self._cond.wait()
-                if not self._items and not self._writes:
+                if not self._items and not self._writes and not self._marks:
                     return  # closed and nothing left
                 if self._pause and not self._closed:
                     # the store failed: wait out the pause (new outcomes do not cut it
@@ -225,24 +224,22 @@ class CompletionBatcher:
                     until = time.monotonic() + self._pause
                     while not self._closed and (remaining := until - time.monotonic()) > 0:
                         self._cond.wait(remaining)
-                elif (
-                    not self._writes
-                    and len(self._items) < self._batch_size
-                    and not self._closed
-                    and self._interval
-                ):
-                    # let the batch fill for up to `interval` (woken when it is full)
+                elif self._queued() < self._batch_size and not self._closed and self._interval:
+                    # let the batch fill for up to `interval` (woken when it is full): the
+                    # failures of a flush go in one write too (WorkerBatchStore)
                     deadline = time.monotonic() + self._interval
-                    while len(self._items) < self._batch_size and not self._closed:
+                    while self._queued() < self._batch_size and not self._closed:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
                         self._cond.wait(remaining)
-                writes = _take(self._writes, self._batch_size)
-                items = _take(self._items, self._batch_size)
+                writes = take(self._writes, self._batch_size)
+                items = take(self._items, self._batch_size)
+                marks, self._marks = self._marks, {}
                 self._flushing = len(writes) + len(items)
             settled: set[int] = set()
             try:
+                self._write_marks(marks)
                 self._flush(writes, items, settled)
             except Exception:  # noqa: BLE001 - the flusher must survive anything
                 _log.exception("writing %d outcomes failed", len(writes) + len(items))
@@ -263,18 +260,27 @@ class CompletionBatcher:
         items: list[PendingCompletion],
         settled: set[int] | None = None,
     ) -> None:
-        """One flush: the writes one by one, then the successes in one batch. What fails
-        transiently goes back to the front of the queue (or is given up once ``close``'s time
-        is over). ``settled`` collects the ``id()`` of each outcome told to the subscribers or
-        queued again, for the flusher's catch-all."""
+        """One flush: retries and dead letters in one batch (``WorkerBatchStore``), the other
+        writes one by one, then the successes in one batch. What fails transiently goes back
+        to the front of the queue (or is given up once ``close``'s time is over). ``settled``
+        collects the ``id()`` of each outcome told to the subscribers or queued again, for the
+        flusher's catch-all."""
         if settled is None:
             settled = set()
         left_writes: list[PendingWrite] = []
         left_items: list[PendingCompletion] = []
+        batched = [w for w in writes if w.kind in FAILURE_WRITES] if self._fast else []
+        if len(batched) > 1:
+            try:
+                self._write_failures(batched, settled)
+            except StoreDown:
+                left_writes, writes = writes, []  # the store is down: all of them wait
+            else:  # the rest, and those a refused batch left to the per-job path
+                writes = [w for w in writes if id(w) not in settled]
         for index, write in enumerate(writes):
             try:
                 self._write_one(write)
-            except _StoreDown:
+            except StoreDown:
                 left_writes = writes[index:]
                 break
             settled.add(id(write))
@@ -283,7 +289,7 @@ class CompletionBatcher:
         elif items:
             try:
                 self._write_successes(items)
-            except _StoreDown:
+            except StoreDown:
                 left_items = items
             else:
                 settled.update(id(item) for item in items)
@@ -326,7 +332,7 @@ class CompletionBatcher:
         else:
             try:
                 applied = self._call(item.operation, lambda: self._apply(item))
-            except _StoreDown:
+            except StoreDown:
                 raise
             except Exception as exc:  # noqa: BLE001 - not transient: given up, left for recovery
                 _log.error(
@@ -385,7 +391,7 @@ class CompletionBatcher:
                 lambda: self._store.mark_succeeded_many(completions),
                 on_retry=note_retry,
             )
-        except _StoreDown:
+        except StoreDown:
             raise
         except Exception as exc:  # noqa: BLE001 - not transient: find the job at fault
             _log.warning(
@@ -408,14 +414,14 @@ class CompletionBatcher:
 
     def _write_one_by_one(self, kept: list[PendingCompletion]) -> set[UUID]:
         """After a batch refused with an error that is not transient: each success once, no
-        retries (a transient error here raises ``_StoreDown``: the whole batch waits)."""
+        retries (a transient error here raises ``StoreDown``: the whole batch waits)."""
         applied: set[UUID] = set()
         for item in kept:
             c = item.completion
             try:
                 if self._finalize_one(item):
                     applied.add(c.job_id)
-            except _StoreDown:
+            except StoreDown:
                 raise
             except Exception as exc:  # noqa: BLE001 - leave the job RUNNING for recovery
                 self._metrics.success_finalization_stuck(c.job_id, item.job_type)
@@ -438,7 +444,7 @@ class CompletionBatcher:
                     tries=1,
                 )
             )
-        except _StoreDown:
+        except StoreDown:
             raise
         except Exception as exc:
             if c.result is None:
@@ -460,40 +466,6 @@ class CompletionBatcher:
         return applied
 
     # ------------------------------------------------------------ shared
-
-    def _call(
-        self,
-        operation: str,
-        write: Callable[[], Any],
-        *,
-        tries: int = _MAX_FLUSH_TRIES,
-        on_retry: Callable[[int, BaseException], None] | None = None,
-    ) -> Any:
-        """``write()`` through the one retry helper, timed; ``_StoreDown`` when it still fails
-        transiently."""
-
-        def timed() -> Any:
-            started = time.perf_counter()
-            try:
-                result = write()
-            except Exception:
-                self._timing(operation, "failure", started)
-                raise
-            self._timing(operation, "success", started)
-            return result
-
-        try:
-            return retry_transient(
-                timed,
-                is_retryable=self._is_transient,
-                tries=tries,
-                on_retry=on_retry,
-                sleep=self._sleep,
-            )
-        except Exception as exc:
-            if self._is_transient(exc):
-                raise _StoreDown(one_line(exc)) from exc
-            raise
 
     def _give_up(self, writes: Sequence[PendingWrite], items: Sequence[PendingCompletion]) -> None:
         """Report outcomes as not written, so the worker stops owning (and heartbeating) the
@@ -517,59 +489,6 @@ class CompletionBatcher:
                 write.operation,
             )
             self._tell(lambda s, w=write: s.wrote(w, None))  # type: ignore[misc]
-
-    def _tell(self, call: Callable[[OutcomeSubscriber], None]) -> None:
-        for subscriber in self._subscribers:
-            try:
-                call(subscriber)
-            except Exception:  # noqa: BLE001 - the flusher must survive anything
-                _log.exception("outcome subscriber %r failed", subscriber)
-
-    def _mark_started(self, claims: dict[UUID, int]) -> None:
-        """Best effort: the started mark of jobs that ran but whose outcome stays unwritten
-        (a short job's noted mark is skipped once its outcome is handed over), so that
-        recovery charges the attempt they used."""
-        try:
-            self._store.mark_dispatched(claims)
-        except Exception as exc:  # noqa: BLE001 - recovery then gives the attempt back
-            _log.debug("started marks of %d unwritten job(s) failed: %s", len(claims), exc)
-
-    def _save_records(self, records: list[ExecutionRecord]) -> None:
-        assert self._audit is not None
-        if not records:
-            return
-        started = time.perf_counter()
-        try:
-            self._audit.save_executions(records)
-        except Exception:  # noqa: BLE001 - audit is best effort; the job outcome is written
-            self._timing("save_executions", "failure", started)
-            _log.warning("saving %d execution records failed", len(records), exc_info=True)
-        else:
-            self._timing("save_executions", "success", started)
-
-    def _timing(self, operation: str, outcome: str, started: float) -> None:
-        try:
-            self._metrics.store_operation(
-                self._store_name, operation, outcome, int((time.perf_counter() - started) * 1000)
-            )
-        except Exception:  # noqa: BLE001 - metrics are best effort
-            _log.debug("metrics store_operation failed", exc_info=True)
-
-
-def _take(queue: deque[Any], limit: int) -> list[Any]:
-    return [queue.popleft() for _ in range(min(limit, len(queue)))]
-
-
-def superseded_records(
-    batch: Sequence[PendingCompletion], applied: Sequence[PendingCompletion]
-) -> list[ExecutionRecord]:
-    """The execution records of ``batch``: ``superseded`` unless the item's write applied."""
-    written = {id(item) for item in applied}
-    return [
-        item.record if id(item) in written else attrs.evolve(item.record, superseded=True)
-        for item in batch
-        if item.record is not None
-    ]
 
 
 Completer = CompletionBatcher

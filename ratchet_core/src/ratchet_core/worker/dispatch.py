@@ -8,9 +8,12 @@ A mark is written one of two ways:
   share one store call (group commit): one thread at a time writes every mark queued so far;
   the others wait, each on its own event, for their answer, and when the writer is done it
   wakes only the threads it answered, plus one still waiting, which writes the next group.
-* **noted** (:meth:`DispatchMarks.note`): the job starts at once and a writer thread writes the
-  mark ``delay`` seconds later, together with the other noted marks, unless the job finished
-  first (:meth:`DispatchMarks.forget`): a short job costs no store call for its mark. The
+* **noted** (:meth:`DispatchMarks.note`): the job starts at once and its mark is written
+  ``delay`` seconds later, together with the other noted marks, unless the job finished first
+  (:meth:`DispatchMarks.forget`): a short job costs no store call for its mark. Once the
+  worker :meth:`attaches <DispatchMarks.attach>` its completer, the noted marks go in the
+  completer's batches (one ``mark_dispatched`` per flush); before that, a writer thread of
+  this class writes them. The
   worker notes a mark only when the store cannot have taken the claim back (see
   ``Worker._begin``). A job whose worker dies before its noted mark is written is given back
   without charging the attempt; its next claim is then checked, so a job that kills its worker
@@ -21,9 +24,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Protocol
 from uuid import UUID
 
 from ratchet_api.store.protocols import JobStore
+
+
+class MarkSink(Protocol):
+    """Who writes noted marks in its batches (the completer)."""
+
+    def note_started(self, job_id: UUID, claim_seq: int) -> None: ...
+
+    def forget_started(self, job_id: UUID, claim_seq: int) -> None: ...
+
 
 _log = logging.getLogger("ratchet.worker")
 
@@ -55,12 +68,21 @@ class DispatchMarks:
         self._noted_cond = threading.Condition()
         self._writer: threading.Thread | None = None
         self._closed = False
+        self._sink: MarkSink | None = None
+
+    def attach(self, sink: MarkSink) -> None:
+        """Noted marks from now on go to ``sink`` (the completer writes them in its batches)."""
+        self._sink = sink
 
     # ------------------------------------------------------------------ noted marks
 
     def note(self, job_id: UUID, claim_seq: int) -> None:
         """The job starts now; its mark is written about ``delay`` seconds later unless
         :meth:`forget` comes first. Never blocks on the store."""
+        sink = self._sink
+        if sink is not None:
+            sink.note_started(job_id, claim_seq)
+            return
         with self._noted_cond:
             self._running[job_id] = claim_seq
             closed = self._closed
@@ -77,6 +99,9 @@ class DispatchMarks:
 
     def forget(self, job_id: UUID, claim_seq: int) -> None:
         """The job finished (or was given back): a noted mark not yet written is dropped."""
+        sink = self._sink
+        if sink is not None:
+            sink.forget_started(job_id, claim_seq)
         with self._noted_cond:
             if self._running.get(job_id) == claim_seq:
                 del self._running[job_id]

@@ -38,7 +38,13 @@ from ratchet_api.spi import (
     TargetLoader,
 )
 from ratchet_api.store.entities import JobEntity
-from ratchet_api.store.protocols import JobAuditStore, JobExtensionStore, JobQueryStore, JobStore
+from ratchet_api.store.protocols import (
+    JobAuditStore,
+    JobExtensionStore,
+    JobQueryStore,
+    JobStore,
+    WorkerBatchStore,
+)
 from ratchet_core.defaults.authorization import effective_policy
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.features.batches import BatchTracker
@@ -126,6 +132,7 @@ class Parts:
         self._deferred: dict[UUID, datetime] = {}
         self._deferred_lock = threading.Lock()
         self.query = store.capability(JobQueryStore)
+        self._fast = store.capability(WorkerBatchStore)
         self.audit = store.capability(JobAuditStore) if s.audit else None
         retention = RetentionTask.from_config(store, config, startup)
         self._maintenance_tasks = [retention] if retention is not None else []
@@ -234,6 +241,7 @@ class Parts:
             # beyond that the job's heartbeat has stopped mattering: recovery runs it again
             give_up_after=2 * s.node_timeout.total_seconds(),
         )
+        self.marks.attach(self.completer)  # noted started marks go in its batches
         if not self.inline:
             self.dispatcher.open(self._executor_provider.job_executor(self.sync_limit))
         self.workflow = create_driver(worker, self.producer.request_poll)
@@ -319,9 +327,19 @@ class Parts:
     def _claim(self, limit: int) -> list[JobEntity]:
         started = time.perf_counter()
         try:
-            jobs = self.store.claim_next_batch(
-                self.node_id, limit, execution_targets=self.targets, tag_filter=self._tags
-            )
+            if self._fast is not None:
+                # the jobs that start at once are marked started by the claim itself
+                jobs = self._fast.claim_and_start(
+                    self.node_id,
+                    limit,
+                    start=self.table.startable(limit),
+                    execution_targets=self.targets,
+                    tag_filter=self._tags,
+                )
+            else:
+                jobs = self.store.claim_next_batch(
+                    self.node_id, limit, execution_targets=self.targets, tag_filter=self._tags
+                )
         except Exception:
             self._timing("failure", started)
             raise

@@ -100,6 +100,13 @@ class ClaimedJobs:
             self._waiting_for_room = False
             return min(free, batch_size)
 
+    def startable(self, limit: int) -> int:
+        """How many of ``limit`` jobs claimed now would start at once (free running slots of
+        ``worker.concurrency``; the rest wait as prefetched jobs): the claim marks that many
+        started (``WorkerBatchStore.claim_and_start``)."""
+        with self._cond:
+            return max(0, min(limit, self._busy_at - self._active))
+
     def add(self, job: ClaimedJob) -> None:
         """A job just claimed (QUEUED). A newer claim of a job already in the table (recovered
         as ours while it ran) becomes the one heartbeated."""
