@@ -34,6 +34,8 @@ advertise it and the engine reads through its own fallback. ``QueueStatsStore`` 
 ``JobQueryStore`` instead (``QueueStats.exact`` False). ``FairClaimStore`` (third wave): the
 enqueue pipeline says once that jobs with a ``fairness_key`` are claimed in the plain order
 (a 1.0 store also drops the key: ``JobEntity.fairness_key`` is reported disabled above).
+``SealedArchiveStore`` (third wave): ``ratchet_core.payload.rotation`` rotates and counts live
+jobs only and reports the archive as not covered (``RotationReport.archive_covered`` False).
 """
 
 from __future__ import annotations
