@@ -101,14 +101,18 @@ for _name, _columns, _column in (
         postgresql_where=jobs.c[_column].is_not(None),
         sqlite_where=jobs.c[_column].is_not(None),
     )
-# The fair claim's probe ("is any PENDING job keyed?", migration 0015): partial where
-# supported, so an unkeyed enqueue writes no entry.
+# The fair claim (migration 0016): PENDING jobs by fairness key, then in claim order, so the
+# claim reads each key's first jobs (and the keys themselves, one probe each) without sorting a
+# key's backlog. Partial where supported; MySQL/MariaDB index every row.
 sa.Index(
-    "ix_ratchet_jobs_status_fairness_key",
+    "ix_ratchet_jobs_fair_claim",
     jobs.c.status,
     jobs.c.fairness_key,
-    postgresql_where=jobs.c.fairness_key.is_not(None),
-    sqlite_where=jobs.c.fairness_key.is_not(None),
+    jobs.c.priority.desc(),
+    jobs.c.scheduled_at,
+    jobs.c.id,
+    postgresql_where=jobs.c.status == "PENDING",
+    sqlite_where=jobs.c.status == "PENDING",
 )
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)

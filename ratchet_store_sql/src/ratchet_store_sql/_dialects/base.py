@@ -120,57 +120,98 @@ def claim_pick(
     execution_targets: Sequence[str] | None,
     tag_filter: NodeTagFilter | None,
     *,
-    fair: bool,
     marking: bool,
     limit: Any,
 ) -> sa.Select[Any]:
-    """The claim's pick in claim order: the ids (with ``priority``, ``scheduled_at`` and, when
-    fair, ``_rank`` for a claim that marks its first jobs).
-
-    Fair (``FairClaimStore``): every claimable job is ranked within its ``(priority,
-    fairness_key)`` group by ``scheduled_at``, id (``ROW_NUMBER``; jobs without a key are one
-    group), plus the RUNNING jobs of its key, and the pick orders by priority, rank,
-    ``scheduled_at``, id: one job of every key before a second one of any. The ranking reads every due job, so a store uses it only
-    while keyed jobs are PENDING (``Dialect.fair_claims_needed``)."""
-    if not fair:
-        columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
-        return (
-            sa.select(*columns)
-            .where(*claim_filter(now, execution_targets, tag_filter))
-            .order_by(*claim_order())
-            .limit(limit)
-        )
-    # a key's RUNNING jobs count towards its rank: a claim of one job still goes to the key
-    # that runs the fewest (read through the partial (status, fairness_key) index)
-    running = (
-        sa.select(J.c.fairness_key, sa.func.count().label("_running"))
-        .where(J.c.status == RUNNING, J.c.fairness_key.is_not(None))
-        .group_by(J.c.fairness_key)
-        .subquery("running")
-    )
-    rank = (
-        sa.func.row_number().over(
-            partition_by=(J.c.priority, J.c.fairness_key), order_by=(J.c.scheduled_at, J.c.id)
-        )
-        + sa.func.coalesce(running.c._running, 0)
-    ).label("_rank")
-    ranked = (
-        sa.select(J.c.id, J.c.priority, J.c.scheduled_at, rank)
-        .select_from(J.outerjoin(running, running.c.fairness_key == J.c.fairness_key))
-        .where(*claim_filter(now, execution_targets, tag_filter))
-        .subquery("ranked")
-    )
-    picked_columns: tuple[Any, ...] = (
-        (J.c.id, ranked.c.priority, ranked.c.scheduled_at, ranked.c._rank) if marking else (J.c.id,)
-    )
+    """The plain claim's pick in claim order: the ids (with ``priority`` and
+    ``scheduled_at`` for a claim that marks its first jobs)."""
+    columns = (J.c.id, J.c.priority, J.c.scheduled_at) if marking else (J.c.id,)
     return (
-        sa.select(*picked_columns)
-        .join_from(J, ranked, ranked.c.id == J.c.id)
-        # re-checked on the locked row: a claimer that committed first took it
-        .where(J.c.status == PENDING)
-        .order_by(ranked.c.priority.desc(), ranked.c._rank, ranked.c.scheduled_at, ranked.c.id)
+        sa.select(*columns)
+        .where(*claim_filter(now, execution_targets, tag_filter))
+        .order_by(*claim_order())
         .limit(limit)
     )
+
+
+# The fairness keys of PENDING jobs, one index probe per key (a loose index scan through
+# ix_ratchet_jobs_fair_claim: PostgreSQL and SQLite do not skip-scan a DISTINCT on their own).
+_FAIR_KEYS = sa.text(
+    """WITH RECURSIVE fair_keys(k) AS (
+  SELECT (SELECT fairness_key FROM ratchet_jobs
+          WHERE status = 'PENDING' AND fairness_key IS NOT NULL
+          ORDER BY fairness_key LIMIT 1)
+  UNION ALL
+  SELECT (SELECT fairness_key FROM ratchet_jobs
+          WHERE status = 'PENDING' AND fairness_key > fair_keys.k
+          ORDER BY fairness_key LIMIT 1)
+  FROM fair_keys WHERE fair_keys.k IS NOT NULL
+)
+SELECT k FROM fair_keys WHERE k IS NOT NULL"""
+)
+FAIR_KEYS_PER_STATEMENT = 64
+"""Per-key branches of one candidate statement (a ``UNION ALL``)."""
+
+
+def fair_candidates(
+    conn: sa.Connection,
+    now: sa.ColumnElement[datetime],
+    limit: int,
+    execution_targets: Sequence[str] | None,
+    tag_filter: NodeTagFilter | None,
+) -> list[UUID]:
+    """The ids a fair claim of ``limit`` jobs takes, best first (``FairClaimStore``), and as
+    many again behind them for a claimer that finds some taken.
+
+    Only each group's first ``limit`` due jobs can be among them: they are read per group
+    (every fairness key of a PENDING job, and the unkeyed group), each group a short range of
+    ``ix_ratchet_jobs_fair_claim`` in claim order, so a claim reads about ``keys x limit``
+    rows however long one key's backlog is. The RUNNING jobs per key (a handful) are counted
+    and the candidates ranked as ``ratchet_api.store.fairness.fair_claim_order`` does."""
+    keys: list[str | None] = [*conn.execute(_FAIR_KEYS).scalars(), None]
+    where = claim_filter(now, execution_targets, tag_filter)
+    columns = (J.c.id, J.c.priority, J.c.scheduled_at, J.c.fairness_key)
+    found: list[Any] = []
+    for part in chunks(keys, FAIR_KEYS_PER_STATEMENT):
+        branches = [
+            sa.select(
+                sa.select(*columns)
+                .where(
+                    *where, J.c.fairness_key.is_(None) if key is None else J.c.fairness_key == key
+                )
+                .order_by(*claim_order())
+                .limit(limit)
+                .subquery()
+            )
+            for key in part
+        ]
+        statement = branches[0] if len(branches) == 1 else sa.union_all(*branches)
+        found.extend(conn.execute(statement).all())
+    if not found:
+        return []
+    running: dict[str, int] = dict(
+        conn.execute(
+            sa.select(J.c.fairness_key, sa.func.count())
+            .where(
+                J.c.status == RUNNING,
+                J.c.heartbeat_at.is_not(None),  # every claimed job has one: the partial index
+                J.c.fairness_key.is_not(None),
+            )
+            .group_by(J.c.fairness_key)
+        ).all()
+    )
+    found.sort(key=lambda r: (-int(r[1]), r[2], r[0]))
+    seen: dict[tuple[int, str | None], int] = {}
+    ranked: list[tuple[int, int, Any, UUID]] = []
+    for job_id, priority, scheduled_at, key in found:
+        group = (int(priority), key)
+        rank = seen.get(group, 0) + 1
+        seen[group] = rank
+        if key is not None:
+            rank += int(running.get(key, 0))
+        ranked.append((-int(priority), rank, scheduled_at, job_id))
+    ranked.sort()
+    return [r[3] for r in ranked[: 2 * limit]]
 
 
 def succeeded_values(part: Sequence[Completion], now: Any) -> dict[str, Any]:
@@ -516,14 +557,12 @@ class ReturningClaim(Dialect):
         tag_filter: NodeTagFilter | None,
         with_tags: bool,
         marking: bool = False,
-        fair: bool = False,
     ) -> Any:
         now = self.now()
         pick = claim_pick(
             now,
             execution_targets,
             tag_filter,
-            fair=fair,
             marking=marking,
             limit=sa.bindparam("_claim_limit", type_=sa.Integer()),
         )
@@ -542,14 +581,9 @@ class ReturningClaim(Dialect):
             # claim itself (WorkerBatchStore.claim_and_start): the CTE is read twice, so it
             # is computed once, before the update, with its rows locked where rows lock.
             picked = self.picked_rows(pick)
-            order = (
-                (picked.c.priority.desc(), picked.c._rank, picked.c.scheduled_at, picked.c.id)
-                if fair
-                else (picked.c.priority.desc(), picked.c.scheduled_at, picked.c.id)
-            )
             first = (
                 sa.select(picked.c.id)
-                .order_by(*order)
+                .order_by(picked.c.priority.desc(), picked.c.scheduled_at, picked.c.id)
                 .limit(sa.bindparam("_claim_start", type_=sa.Integer()))
             )
             values["dispatched_at"] = sa.case((J.c.id.in_(first), now), else_=sa.null())
@@ -575,16 +609,16 @@ class ReturningClaim(Dialect):
     ) -> list[JobEntity]:
         with_tags = self.tags_in_claim and self.load_tags_on_claim
         marking = start > 0
-        fair = self.fair_claims_needed(conn)
+        if self.fair_claims_needed(conn):
+            return self.fair_claim(conn, node_id, limit, execution_targets, tag_filter, start)
         key = (
             None if execution_targets is None else tuple(execution_targets),
             None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
             marking,
-            fair,
         )
         stmt = self._claim_statements.get(key)
         if stmt is None:
-            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking, fair)
+            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking)
             if len(self._claim_statements) < 64:
                 self._claim_statements[key] = stmt
         params = {"_claim_node": node_id, "_claim_limit": limit}
@@ -594,6 +628,44 @@ class ReturningClaim(Dialect):
         if with_tags:
             return [row_to_job(r, r["_tags"] or ()) for r in rows]
         return self.jobs_with_tags(conn, rows)
+
+    def fair_claim(  # noqa: PLR0917 (the claim's own arguments)
+        self,
+        conn: sa.Connection,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        start: int,
+    ) -> list[JobEntity]:
+        """The fair claim (``fair_candidates``): the best ``limit`` candidates still PENDING
+        claimed by one ``UPDATE ... RETURNING`` (``fair_take`` picks them)."""
+        now = self.now()
+        chosen = fair_candidates(conn, now, limit, execution_targets, tag_filter)
+        if not chosen:
+            return []
+        values = claim_values(node_id)
+        take = self.fair_take(chosen, limit)
+        if start > 0:
+            # the first `start` in fair order: those of the chosen ids still PENDING (read
+            # under the claim's own locks: SQLite's write lock, PostgreSQL's picked rows)
+            first = self.fair_first(chosen, start)
+            values["dispatched_at"] = sa.case((J.c.id.in_(first), now), else_=sa.null())
+        stmt = (
+            sa.update(J)
+            .where(J.c.id.in_(take), J.c.status == PENDING)
+            .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
+            .returning(*J.c)
+        )
+        return self.jobs_with_tags(conn, list(conn.execute(stmt).mappings()))
+
+    def fair_take(self, chosen: Sequence[UUID], limit: int) -> Any:
+        """The ids to claim of ``chosen`` (best first): the first ``limit`` of them."""
+        return list(chosen[:limit])
+
+    def fair_first(self, chosen: Sequence[UUID], start: int) -> Any:
+        """The ids to mark started: the first ``start`` of them."""
+        return list(chosen[:start])
 
 
 def tags_for(conn: sa.Connection, ids: Sequence[UUID]) -> dict[UUID, list[str]]:

@@ -23,9 +23,9 @@ from ratchet_store_sql._dialects.base import (
     J,
     claim_filter,
     claim_order,
-    claim_pick,
     claim_values,
     count_per_batch,
+    fair_candidates,
     succeeded_values,
 )
 
@@ -91,23 +91,28 @@ class MysqlDialect(Dialect):
         # Lock the picked rows (skipping rows other claimers hold), update them by id, and
         # build the result from the locked rows.
         now = self.now()
+        skip = self._skip_locked(conn)
         if self.fair_claims_needed(conn):
-            # the ranked ids in fair order, their rows locked here (MariaDB has no FOR UPDATE
-            # OF; a locking read does not lock the rows a derived table reads)
-            pick = claim_pick(
-                now, execution_targets, tag_filter, fair=True, marking=False, limit=limit
+            # the fair candidates (best first), their rows locked here, the best `limit` kept
+            chosen = fair_candidates(conn, now, limit, execution_targets, tag_filter)
+            if not chosen:
+                return []
+            place = {job_id: index for index, job_id in enumerate(chosen)}
+            stmt = (
+                sa.select(J, now.label("_now"))
+                .where(J.c.id.in_(chosen), J.c.status == PENDING)
+                .with_for_update(skip_locked=skip)
             )
-            stmt = pick.with_only_columns(*J.c, now.label("_now"))
+            locked = sorted(conn.execute(stmt).mappings(), key=lambda r: place[r["id"]])[:limit]
         else:
             stmt = (
                 sa.select(J, now.label("_now"))
                 .where(*claim_filter(now, execution_targets, tag_filter))
                 .order_by(*claim_order())
                 .limit(limit)
+                .with_for_update(skip_locked=skip)
             )
-        locked = list(
-            conn.execute(stmt.with_for_update(skip_locked=self._skip_locked(conn))).mappings()
-        )
+            locked = list(conn.execute(stmt).mappings())
         if not locked:
             return []
         stamp = locked[0]["_now"]

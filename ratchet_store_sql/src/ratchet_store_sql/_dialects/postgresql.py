@@ -25,6 +25,7 @@ from ratchet_store_sql import schema as s
 from ratchet_store_sql._convert import JOB_FIELDS, job_to_row, job_values
 from ratchet_store_sql._dialects.base import (
     CHUNK,
+    PENDING,
     UTC_TYPE,
     J,
     OnConflictForms,
@@ -192,12 +193,25 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     # ------------------------------------------------------------------ hot statements
 
     def claim_target(self, pick: sa.Select[Any]) -> sa.ColumnElement[bool]:
-        # OF: the fair pick joins a ranked subquery (window functions cannot be locked)
         picked = pick.with_for_update(skip_locked=True, of=J).cte("picked")
         return J.c.id.in_(sa.select(picked.c.id))
 
     def picked_rows(self, pick: sa.Select[Any]) -> Any:
         return pick.with_for_update(skip_locked=True, of=J).cte("picked")
+
+    def fair_take(self, chosen: Sequence[UUID], limit: int) -> Any:
+        # the best `limit` of the candidates that no other claimer holds, in fair order (a
+        # CTE: computed once, as the plain claim's picked rows are)
+        ranked = sa.literal(list(chosen), type_=postgresql.ARRAY(sa.Uuid()))
+        picked = (
+            sa.select(J.c.id)
+            .where(J.c.id.in_(list(chosen)), J.c.status == PENDING)
+            .order_by(sa.func.array_position(ranked, J.c.id))
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("picked")
+        )
+        return sa.select(picked.c.id)
 
     def fail_chunk(
         self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
