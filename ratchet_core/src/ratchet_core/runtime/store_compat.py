@@ -36,6 +36,10 @@ enqueue pipeline says once that jobs with a ``fairness_key`` are claimed in the 
 (a 1.0 store also drops the key: ``JobEntity.fairness_key`` is reported disabled above).
 ``SealedArchiveStore`` (third wave): ``ratchet_core.payload.rotation`` rotates and counts live
 jobs only and reports the archive as not covered (``RotationReport.archive_covered`` False).
+``WorkerBatchStore`` (third wave): the worker claims with ``claim_next_batch`` and notes the
+started marks of the jobs it starts (written in the completer's batches), and writes each
+retry and dead letter with its own fenced ``schedule_retry`` / ``mark_failed_terminal``
+(``ratchet_core.worker.parts``, ``ratchet_core.worker.completion``).
 """
 
 from __future__ import annotations
