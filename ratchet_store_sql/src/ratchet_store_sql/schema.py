@@ -101,12 +101,12 @@ for _name, _columns, _column in (
         postgresql_where=jobs.c[_column].is_not(None),
         sqlite_where=jobs.c[_column].is_not(None),
     )
-# The fair claim (migration 0016): PENDING jobs by fairness key, then in claim order, so the
-# claim reads each key's first jobs (and the keys themselves, one probe each) without sorting a
-# key's backlog. Partial where supported; MySQL/MariaDB index every row.
+# The fair claim (migrations 0016, 0017): PENDING jobs by fairness key, then in claim order, so
+# the claim reads each key's first jobs (and the keys themselves, one probe each) without
+# sorting a key's backlog. The key leads: a probe for the next key or for the unkeyed group
+# (NULL, last) descends straight to it. Partial where supported; MySQL/MariaDB index every row.
 sa.Index(
     "ix_ratchet_jobs_fair_claim",
-    jobs.c.status,
     jobs.c.fairness_key,
     jobs.c.priority.desc(),
     jobs.c.scheduled_at,
