@@ -9,6 +9,7 @@ package, and only the module of the backend in use is imported.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -136,19 +137,18 @@ def claim_pick(
 
 # The fairness keys of PENDING jobs, one index probe per key (a loose index scan through
 # ix_ratchet_jobs_fair_claim: PostgreSQL and SQLite do not skip-scan a DISTINCT on their own).
-_FAIR_KEYS = sa.text(
-    """WITH RECURSIVE fair_keys(k) AS (
-  SELECT (SELECT fairness_key FROM ratchet_jobs
+_FAIR_KEYS = """WITH RECURSIVE fair_keys(k) AS (
+  SELECT (SELECT fairness_key FROM ratchet_jobs{hint}
           WHERE status = 'PENDING' AND fairness_key IS NOT NULL
           ORDER BY fairness_key LIMIT 1)
   UNION ALL
-  SELECT (SELECT fairness_key FROM ratchet_jobs
+  SELECT (SELECT fairness_key FROM ratchet_jobs{hint}
           WHERE status = 'PENDING' AND fairness_key > fair_keys.k
           ORDER BY fairness_key LIMIT 1)
   FROM fair_keys WHERE fair_keys.k IS NOT NULL
 )
 SELECT k FROM fair_keys WHERE k IS NOT NULL"""
-)
+_FROM_JOBS = re.compile(r"FROM ratchet_jobs\b")
 FAIR_KEYS_PER_STATEMENT = 64
 """Per-key branches of one candidate statement (a ``UNION ALL``)."""
 
@@ -159,6 +159,8 @@ def fair_candidates(
     limit: int,
     execution_targets: Sequence[str] | None,
     tag_filter: NodeTagFilter | None,
+    *,
+    index_hint: str = "",
 ) -> list[UUID]:
     """The ids a fair claim of ``limit`` jobs takes, best first (``FairClaimStore``), and as
     many again behind them for a claimer that finds some taken.
@@ -167,8 +169,11 @@ def fair_candidates(
     (every fairness key of a PENDING job, and the unkeyed group), each group a short range of
     ``ix_ratchet_jobs_fair_claim`` in claim order, so a claim reads about ``keys x limit``
     rows however long one key's backlog is. The RUNNING jobs per key (a handful) are counted
-    and the candidates ranked as ``ratchet_api.store.fairness.fair_claim_order`` does."""
-    keys: list[str | None] = [*conn.execute(_FAIR_KEYS).scalars(), None]
+    and the candidates ranked as ``ratchet_api.store.fairness.fair_claim_order`` does.
+    ``index_hint`` (SQLite: ``INDEXED BY ...``) names the index for a planner without
+    statistics, which prefers the claim index's equality on status and scans the backlog."""
+    keys_sql = _FAIR_KEYS.format(hint=f" {index_hint}" if index_hint else "")
+    keys: list[str | None] = [*conn.execute(sa.text(keys_sql)).scalars(), None]
     where = claim_filter(now, execution_targets, tag_filter)
     columns = (J.c.id, J.c.priority, J.c.scheduled_at, J.c.fairness_key)
     found: list[Any] = []
@@ -185,7 +190,15 @@ def fair_candidates(
             )
             for key in part
         ]
-        statement = branches[0] if len(branches) == 1 else sa.union_all(*branches)
+        statement: Any = branches[0] if len(branches) == 1 else sa.union_all(*branches)
+        if index_hint:
+            # the statement as text with the hint after each branch's FROM (values inlined:
+            # the partial index's `status = 'PENDING'` must appear as a literal)
+            compiled = statement.compile(
+                dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+            )
+            hinted = _FROM_JOBS.sub(f"FROM ratchet_jobs {index_hint}", str(compiled))
+            statement = sa.text(hinted).columns(*columns)  # typed: ids and stamps converted
         found.extend(conn.execute(statement).all())
     if not found:
         return []
@@ -270,6 +283,8 @@ class Dialect:
     is_sqlite: ClassVar[bool] = False
     returning: bool = False
     """``UPDATE ... RETURNING`` / ``INSERT ... RETURNING`` are available."""
+    fair_index_hint: ClassVar[str] = ""
+    """What the fair claim's reads name after ``FROM ratchet_jobs`` (SQLite: ``INDEXED BY``)."""
     autocommit_statements: ClassVar[bool] = False
     """A write that is one statement runs in autocommit (``SqlBase._write_statement``)."""
     immediate_writes: ClassVar[bool] = False
@@ -641,7 +656,9 @@ class ReturningClaim(Dialect):
         """The fair claim (``fair_candidates``): the best ``limit`` candidates still PENDING
         claimed by one ``UPDATE ... RETURNING`` (``fair_take`` picks them)."""
         now = self.now()
-        chosen = fair_candidates(conn, now, limit, execution_targets, tag_filter)
+        chosen = fair_candidates(
+            conn, now, limit, execution_targets, tag_filter, index_hint=self.fair_index_hint
+        )
         if not chosen:
             return []
         values = claim_values(node_id)
