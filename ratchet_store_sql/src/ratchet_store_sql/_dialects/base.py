@@ -149,6 +149,8 @@ _FAIR_KEYS = """WITH RECURSIVE fair_keys(k) AS (
 )
 SELECT k FROM fair_keys WHERE k IS NOT NULL"""
 _FROM_JOBS = re.compile(r"FROM ratchet_jobs\b")
+_HINTED: dict[Any, Any] = {}
+"""Hinted candidate statements (SQLite) by keys, filter and limit."""
 FAIR_KEYS_PER_STATEMENT = 64
 """Per-key branches of one candidate statement (a ``UNION ALL``)."""
 
@@ -193,12 +195,26 @@ def fair_candidates(
         statement: Any = branches[0] if len(branches) == 1 else sa.union_all(*branches)
         if index_hint:
             # the statement as text with the hint after each branch's FROM (values inlined:
-            # the partial index's `status = 'PENDING'` must appear as a literal)
-            compiled = statement.compile(
-                dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+            # the partial index's `status = 'PENDING'` must appear as a literal), kept per
+            # keys and filter: compiling it costs more than running it
+            cache_key = (
+                index_hint,
+                tuple(part),
+                None if execution_targets is None else tuple(execution_targets),
+                None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
+                limit,
             )
-            hinted = _FROM_JOBS.sub(f"FROM ratchet_jobs {index_hint}", str(compiled))
-            statement = sa.text(hinted).columns(*columns)  # typed: ids and stamps converted
+            cached = _HINTED.get(cache_key)
+            if cached is None:
+                compiled = statement.compile(
+                    dialect=conn.dialect, compile_kwargs={"literal_binds": True}
+                )
+                hinted = _FROM_JOBS.sub(f"FROM ratchet_jobs {index_hint}", str(compiled))
+                cached = sa.text(hinted).columns(*columns)  # typed: ids and stamps converted
+                if len(_HINTED) >= 256:
+                    _HINTED.clear()
+                _HINTED[cache_key] = cached
+            statement = cached
         found.extend(conn.execute(statement).all())
     if not found:
         return []
