@@ -684,9 +684,12 @@ class ReturningClaim(Dialect):
             # under the claim's own locks: SQLite's write lock, PostgreSQL's picked rows)
             first = self.fair_first(chosen, start)
             values["dispatched_at"] = sa.case((J.c.id.in_(first), now), else_=sa.null())
+        # status in a form no index serves: SQLite otherwise reads the ids' rows through the
+        # claim index's status equality, every PENDING job (38 ms at 100,000)
+        pending = sa.func.coalesce(J.c.status, J.c.status) == PENDING
         stmt = (
             sa.update(J)
-            .where(J.c.id.in_(take), J.c.status == PENDING)
+            .where(J.c.id.in_(take), pending)
             .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
             .returning(*J.c)
         )
