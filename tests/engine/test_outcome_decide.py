@@ -26,6 +26,7 @@ from ratchet_core.worker.outcome import (
     Superseded,
     Throttled,
     decide,
+    withheld_message,
 )
 
 FIXED = BackoffPolicy(kind=BackoffKind.FIXED, initial=timedelta(seconds=7), jitter=False)
@@ -172,7 +173,8 @@ def test_the_table_covers_every_outcome_kind() -> None:
 def test_a_sanitizer_that_raises_gives_a_fixed_safe_message_and_still_retries() -> None:
     outcome = _decide(Raised(RuntimeError("password=hunter2")), sanitize=broken_sanitizer)
     assert outcome.kind is OutcomeKind.RETRY
-    assert outcome.message == SANITIZER_FAILED
+    assert outcome.message == withheld_message(RuntimeError())
+    assert outcome.message == f"RuntimeError {SANITIZER_FAILED}"
     assert outcome.trace is None  # the raw traceback would carry the unsanitized message
 
 

@@ -58,12 +58,17 @@ DEFAULT_CIRCUIT_DELAY = timedelta(seconds=30)
 """Deferral of a job whose circuit is open when the ``ResilienceStrategy`` gives no usable
 delay (None, negative, not a ``timedelta``, or its ``get_retry_delay`` raised)."""
 
-SANITIZER_FAILED = (
-    "ErrorSanitizerFailed: the configured ErrorSanitizer raised while sanitizing this job's "
-    "error; the original message is withheld"
-)
-"""The stored error of a failed attempt whose ``ErrorSanitizer`` raised: a fixed text, since the
-raw message may hold what the sanitizer was meant to remove."""
+SANITIZER_FAILED = "(message withheld: the error sanitizer failed)"
+"""The end of the stored text of an error whose ``ErrorSanitizer`` raised or returned no text
+(:func:`withheld_message`)."""
+
+
+def withheld_message(error: BaseException) -> str:
+    """The stored text of ``error`` when the ``ErrorSanitizer`` failed on it: its class and
+    :data:`SANITIZER_FAILED`, never its message (the raw message may hold what the sanitizer
+    was meant to remove). The one text for every place that sanitizes (a failed attempt, a
+    refusal at dispatch, each exception of a chained traceback)."""
+    return f"{type(error).__qualname__} {SANITIZER_FAILED}"
 
 
 class OutcomeKind(enum.Enum):
@@ -234,15 +239,18 @@ def decide(
 def _sanitized(
     error: BaseException, sanitize: Sanitize, trace: Trace | None
 ) -> tuple[str, str | None]:
+    message: object
     try:
         message = sanitize(error)
     except Exception:  # noqa: BLE001 - a broken sanitizer must not leave the job RUNNING
         _log.exception(
             "the ErrorSanitizer raised while sanitizing a %s; the job's error is stored as %r",
             type(error).__name__,
-            SANITIZER_FAILED,
+            withheld_message(error),
         )
-        return SANITIZER_FAILED, None
+        message = None
+    if not isinstance(message, str):  # raised, or broke its contract
+        return withheld_message(error), None
     if trace is None:
         return message, None
     try:
@@ -268,6 +276,7 @@ __all__ = [
     "DEFAULT_CIRCUIT_DELAY",
     "REFUSED",
     "SANITIZER_FAILED",
+    "withheld_message",
     "CircuitOpen",
     "DeferReason",
     "Happened",

@@ -20,6 +20,7 @@ from types import TracebackType
 
 from ratchet_api.spi import ErrorSanitizer
 from ratchet_core.defaults.security import redact
+from ratchet_core.worker.outcome import withheld_message
 
 MAX_TRACEBACK_LENGTH = 8000
 MAX_CHAIN = 16
@@ -38,7 +39,7 @@ def safe_sanitize(sanitizer: ErrorSanitizer, exc: BaseException) -> str:
     except Exception:  # noqa: BLE001 - a broken sanitizer must not leak or break failure handling
         text = None
     if not isinstance(text, str):  # raised, or broke its contract
-        return f"{type(exc).__qualname__} (message withheld: the error sanitizer failed)"
+        return withheld_message(exc)
     return text
 
 
