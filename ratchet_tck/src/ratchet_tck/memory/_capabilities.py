@@ -548,6 +548,15 @@ class AnalyticsMixin(CoreMemoryStore):
         return _nearest_rank(values, percentile)
 
 
+class FairClaimMixin(CoreMemoryStore):
+    """``FairClaimStore``: the core claim interleaves fairness keys."""
+
+    fair_claims = True
+
+    def claims_fairly(self) -> bool:
+        return True
+
+
 class QueueStatsMixin(CoreMemoryStore):
     def queue_stats(self, finished_since: datetime | None = None) -> QueueStats:
         check_utc(finished_since, "finished_since")

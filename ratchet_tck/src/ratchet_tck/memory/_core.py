@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TypeVar, cast
+from typing import ClassVar, TypeVar, cast
 from uuid import UUID
 
 import attrs
@@ -12,7 +12,7 @@ import attrs
 from ratchet_api.errors import DuplicateJobError, StoreDataError, StoreError
 from ratchet_api.model import TERMINAL_STATUSES, JobStatus, NodeTagFilter
 from ratchet_api.store.entities import ChildSettlement, Completion, JobEntity, NodeEntity
-from ratchet_api.store.fairness import fair_claim_order
+from ratchet_api.store.fairness import fair_claim_order, plain_claim_key
 from ratchet_api.store.protocols import JobStore
 from ratchet_api.store.versions import STORE_SPI
 from ratchet_tck.memory._state import MemoryState, check_job, check_tags, check_utc
@@ -34,6 +34,9 @@ def _matches(
 
 class CoreMemoryStore:
     """Jobs, claims, transitions, bulk operations, nodes and tags, held in dictionaries."""
+
+    fair_claims: ClassVar[bool] = False
+    """Claims interleave fairness keys (set by ``FairClaimMixin``, the ``FairClaimStore``)."""
 
     ratchet_store_spi = STORE_SPI
     """The store SPI version this store implements (``ratchet_api.store.versions``)."""
@@ -113,22 +116,23 @@ class CoreMemoryStore:
         s = self._s
         with s.lock:
             now = s.now()
-            # FairClaimStore: priority, rank within (priority, fairness_key), due time, id
-            running: dict[str, int] = {}
-            for j in s.jobs.values():
-                if j.status is JobStatus.RUNNING and j.fairness_key is not None:
-                    running[j.fairness_key] = running.get(j.fairness_key, 0) + 1
-            due = fair_claim_order(
-                (
-                    j
-                    for j in s.jobs.values()
-                    if j.status is JobStatus.PENDING
-                    and j.scheduled_at <= now
-                    and _matches(j, execution_targets, tag_filter)
-                ),
-                running,
-            )[:limit]
-            due = fair_claim_order(due)
+            candidates = [
+                j
+                for j in s.jobs.values()
+                if j.status is JobStatus.PENDING
+                and j.scheduled_at <= now
+                and _matches(j, execution_targets, tag_filter)
+            ]
+            if self.fair_claims:
+                # FairClaimStore: priority, rank within (priority, fairness_key) plus the
+                # key's RUNNING jobs, due time, id
+                running: dict[str, int] = {}
+                for j in s.jobs.values():
+                    if j.status is JobStatus.RUNNING and j.fairness_key is not None:
+                        running[j.fairness_key] = running.get(j.fairness_key, 0) + 1
+                due = fair_claim_order(fair_claim_order(candidates, running)[:limit])
+            else:
+                due = sorted(candidates, key=plain_claim_key)[:limit]
             return [
                 s.put(
                     j,
@@ -142,9 +146,6 @@ class CoreMemoryStore:
                 )
                 for j in due
             ]
-
-    def claims_fairly(self) -> bool:
-        return True
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:
         s = self._s
