@@ -29,8 +29,13 @@ DISTRIBUTIONS = {
     "ratchet-store-mongo": "ratchet_store_mongo",
     "ratchet-tck": "ratchet_tck",
 }
-# Modules that need an optional extra (Flask, Django) or a running migration context.
-SKIPPED_MODULES = ("ratchet_core.contrib", "ratchet_store_sql.migrations")
+# Modules that need an optional extra (Flask, Django, prometheus-client) or a running
+# migration context.
+SKIPPED_MODULES = (
+    "ratchet_core.contrib",
+    "ratchet_core.observability.prometheus",
+    "ratchet_store_sql.migrations",
+)
 
 
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from dependency_injector import providers
 
 from ratchet_api.errors import CircuitBreakerOpenError, TransientStoreError
 from ratchet_api.model import JobStatus
+from ratchet_api.store.protocols import WorkerBatchStore
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
@@ -84,6 +85,16 @@ class _ClaimsFail:
     def claim_next_batch(self, *args: Any, **kwargs: Any) -> Any:
         self.claims += 1
         raise TransientStoreError("claim_next_batch failed: server closed the connection")
+
+    def claim_and_start(self, *args: Any, **kwargs: Any) -> Any:
+        # the claim of WorkerBatchStore (claim and start marks in one statement) fails alike
+        self.claims += 1
+        raise TransientStoreError("claim_and_start failed: server closed the connection")
+
+    def capability(self, kind: type) -> Any:
+        # a capability of the real store is served through this wrapper, so its claims fail
+        found = self._real.capability(kind)
+        return self if found is not None and kind is WorkerBatchStore else found
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)

@@ -21,6 +21,7 @@ from dependency_injector import providers
 from ratchet_api.errors import StoreDataError, TransientStoreError
 from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import Completion
+from ratchet_api.store.protocols import WorkerBatchStore
 from tests.engine import targets
 from tests.engine.conftest import build_container, migrate
 from tests.engine.test_metrics_statsd import received, udp  # noqa: F401 - the fixture
@@ -149,8 +150,16 @@ def test_poller_breaker_claim_failures_and_target_fallback_are_emitted(
     assert "ratchet.execution_targets.fallback,requested=tests-label,used=default" in names
 
     class _ClaimsFail(_Failing):
+        # both claim paths fail: the plain one and WorkerBatchStore's (claim and start marks)
         def claim_next_batch(self, *args: Any, **kwargs: Any) -> Any:
             raise TransientStoreError("connection lost")
+
+        def claim_and_start(self, *args: Any, **kwargs: Any) -> Any:
+            raise TransientStoreError("connection lost")
+
+        def capability(self, kind: type) -> Any:
+            found = self._real.capability(kind)
+            return self if found is not None and kind is WorkerBatchStore else found
 
     with container.job_store.override(providers.Object(_ClaimsFail(store))):
         worker = make_worker(container)
