@@ -16,8 +16,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import Any
 
 #: old module (relative to ``ratchet_core``) -> new module (relative to ``ratchet_core``)
 MOVED: dict[str, str] = {
@@ -115,6 +116,27 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
         if new is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+
+
+def forwarder(folder: str, module: str) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of a folder that was a module before 0.3
+    (``ratchet_core.payload``, ``ratchet_core.cluster``): a name of the old module is served from
+    ``ratchet_core.<folder>.<module>``, with a ``DeprecationWarning`` naming where it is now."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        target = f"{_PREFIX}{folder}.{module}"
+        try:
+            value = getattr(importlib.import_module(target), name)
+        except AttributeError:
+            raise AttributeError(f"module '{_PREFIX}{folder}' has no attribute {name!r}") from None
+        warnings.warn(
+            f"{_PREFIX}{folder}.{name} moved to {target}.{name}", DeprecationWarning, stacklevel=2
+        )
+        return value
+
+    return __getattr__
 
 
 def install() -> None:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from uuid import UUID
 
 import attrs
 
 from ratchet_api.errors import StoreDataError
 from ratchet_api.model import VersionedState
-from ratchet_api.store.entities import STORED_VALUE_COLUMNS, StoredValue
+from ratchet_api.store.entities import (
+    STORED_VALUE_COLUMNS,
+    JobEntity,
+    StoredValue,
+    WorkflowConditionEntity,
+)
 from ratchet_tck.memory._core import CoreMemoryStore
 
 _JOB_COLUMNS = ("payload", "result", "last_error", "signal_payload")
@@ -24,32 +29,11 @@ class MemorySealedValueMixin(CoreMemoryStore):
         with s.lock:
             ids = sorted(i for i in s.jobs if after is None or i > after)[:limit]
             for job_id in ids:
-                job = s.jobs[job_id]
-                for column in _JOB_COLUMNS:
-                    text = getattr(job, column)
-                    if text is not None:
-                        values.append(StoredValue(job_id=job_id, column=column, text=text))
-                for namespace, state in sorted(s.states.get(job_id, {}).items()):
-                    values.append(
-                        StoredValue(
-                            job_id=job_id, column="state", namespace=namespace, text=state.json
-                        )
-                    )
-                for condition in s.conditions:
-                    if condition.child_job_id == job_id and condition.expression is not None:
-                        values.append(
-                            StoredValue(
-                                job_id=job_id, column="condition", text=condition.expression
-                            )
-                        )
+                values += _values_of(s.jobs[job_id], s.states.get(job_id, {}), s.conditions)
         return values
 
     def replace_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
-        for value, _ in changes:
-            if value.column not in STORED_VALUE_COLUMNS:
-                raise StoreDataError(
-                    "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
-                )
+        _check_columns(changes)
         with self._s.lock:
             return sum(self._replace(value, new_text) for value, new_text in changes)
 
@@ -83,31 +67,11 @@ class MemorySealedValueMixin(CoreMemoryStore):
             ids = sorted(i for i in s.archive if after is None or i > after)[:limit]
             for job_id in ids:
                 archived = s.archive[job_id]
-                for column in _JOB_COLUMNS:
-                    text = getattr(archived.job, column)
-                    if text is not None:
-                        values.append(StoredValue(job_id=job_id, column=column, text=text))
-                for namespace, state in sorted(archived.states.items()):
-                    values.append(
-                        StoredValue(
-                            job_id=job_id, column="state", namespace=namespace, text=state.json
-                        )
-                    )
-                for condition in s.conditions:
-                    if condition.child_job_id == job_id and condition.expression is not None:
-                        values.append(
-                            StoredValue(
-                                job_id=job_id, column="condition", text=condition.expression
-                            )
-                        )
+                values += _values_of(archived.job, archived.states, s.conditions)
         return values
 
     def replace_archived_values(self, changes: Sequence[tuple[StoredValue, str]]) -> int:
-        for value, _ in changes:
-            if value.column not in STORED_VALUE_COLUMNS:
-                raise StoreDataError(
-                    "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
-                )
+        _check_columns(changes)
         with self._s.lock:
             return sum(self._replace_archived(value, new_text) for value, new_text in changes)
 
@@ -131,6 +95,38 @@ class MemorySealedValueMixin(CoreMemoryStore):
         job = attrs.evolve(archived.job, **{value.column: new_text})  # type: ignore[arg-type]
         s.archive[value.job_id] = attrs.evolve(archived, job=job)
         return True
+
+
+def _values_of(
+    job: JobEntity,
+    states: Mapping[str, VersionedState],
+    conditions: Sequence[WorkflowConditionEntity],
+) -> list[StoredValue]:
+    """A job's sealed values in the contract's order: its columns, its state per namespace,
+    then the condition that releases it (live and archived jobs alike)."""
+    values = [
+        StoredValue(job_id=job.id, column=column, text=text)
+        for column in _JOB_COLUMNS
+        if (text := getattr(job, column)) is not None
+    ]
+    values += [
+        StoredValue(job_id=job.id, column="state", namespace=namespace, text=state.json)
+        for namespace, state in sorted(states.items())
+    ]
+    values += [
+        StoredValue(job_id=job.id, column="condition", text=condition.expression)
+        for condition in conditions
+        if condition.child_job_id == job.id and condition.expression is not None
+    ]
+    return values
+
+
+def _check_columns(changes: Sequence[tuple[StoredValue, str]]) -> None:
+    for value, _ in changes:
+        if value.column not in STORED_VALUE_COLUMNS:
+            raise StoreDataError(
+                "column", f"{value.column!r} is not one of {', '.join(STORED_VALUE_COLUMNS)}"
+            )
 
 
 __all__ = ["MemorySealedValueMixin"]
