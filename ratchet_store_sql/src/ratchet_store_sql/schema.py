@@ -86,7 +86,17 @@ sa.Index(
     postgresql_where=jobs.c.status == "PENDING",
     sqlite_where=jobs.c.status == "PENDING",
 )
-sa.Index("ix_ratchet_jobs_owner_status", jobs.c.owner, jobs.c.status)
+# A worker's own jobs (recovery by node). ``owner`` is NULL from enqueue until a claim and again
+# after a reset: partial where supported, so an enqueue writes no entry into it (migration 0018).
+# Every query reading it compares ``owner`` with a value (``=``, ``IN``), which implies
+# ``IS NOT NULL``.
+sa.Index(
+    "ix_ratchet_jobs_owner_status",
+    jobs.c.owner,
+    jobs.c.status,
+    postgresql_where=jobs.c.owner.is_not(None),
+    sqlite_where=jobs.c.owner.is_not(None),
+)
 # Optional columns (NULL for most jobs): partial where supported, so inserting or moving a job
 # that does not use them writes no entry into these indexes (migration 0002).
 for _name, _columns, _column in (
