@@ -125,6 +125,31 @@ def test_function_that_no_longer_matches_its_module_is_refused(
         resolver.resolve(impostor, [1, 2])
 
 
+def test_a_target_replaced_after_an_enqueue_is_vetted_again(
+    resolver: DefaultJobInvocationResolver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resolver keeps what it learnt about a target object; once the module (or the owner
+    class) holds another object under that name, the kept description is not used."""
+    original = targets.add
+    assert resolver.resolve(original, [1, 2]).target == "tests.engine.targets:add"
+
+    def add(a: int, b: int) -> int:
+        return a - b
+
+    add.__module__, add.__qualname__ = "tests.engine.targets", "add"
+    monkeypatch.setattr(targets, "add", add)
+    with pytest.raises(InvalidTargetError, match="different object"):
+        resolver.resolve(original, [1, 2])
+    monkeypatch.setattr(targets, "add", original)
+    assert resolver.resolve(original, [1, 2]).args == (1, 2)
+
+    double = Calculator.double
+    assert resolver.resolve(double, [2]).target == "tests.engine.targets:Calculator.double"
+    monkeypatch.setattr(targets, "Calculator", type("Calculator", (), {}))
+    with pytest.raises(InvalidTargetError):
+        resolver.resolve(double, [2])
+
+
 def test_arity_is_checked_at_enqueue_naming_the_target(
     resolver: DefaultJobInvocationResolver,
 ) -> None:

@@ -39,8 +39,10 @@ from ratchet_api.spi.policies import ClassPolicy
 from ratchet_api.spi.runtime import BeanResolver
 from ratchet_core.enqueue.targets import (
     CIRCUIT_BREAKER_ATTRIBUTE,
+    DESCRIBED_MAX,
     PLACEHOLDER_KEY,
     LoadedTarget,
+    NameChain,
     TargetInfo,
     annotation_text,
     check_defined_where_named,
@@ -76,14 +78,29 @@ class DefaultJobInvocationResolver:
         self._beans = bean_resolver
         self._loaded: dict[tuple[str, str, bool], TargetInfo] = {}
         self._inspected: dict[tuple[str, str], tuple[Any, TargetInfo]] = {}
+        self._described: dict[Any, tuple[NameChain, TargetInfo]] = {}  # see ``describe``
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ enqueue side
 
     def describe(self, target: Callable[..., Any]) -> TargetInfo:
-        """Locate and vet ``target`` without arguments (the ``LambdaAnalyzer`` view)."""
+        """Locate and vet ``target`` without arguments (the ``LambdaAnalyzer`` view). A target
+        object vetted before is described at once while its name still leads to the same
+        objects (``NameChain``); a re-defined, replaced or reloaded one is vetted again."""
+        try:
+            hit = self._described.get(target)
+        except TypeError:  # an unhashable callable: vetted (and refused) below
+            hit = None
+        if hit is not None and hit[0].holds():
+            return hit[1]
         module, qualname, function, name = locate_function(target)
-        return self._inspect(module, qualname, expected=function, name=name)
+        info = self._inspect(module, qualname, expected=function, name=name)
+        chain = NameChain.of(module, qualname)
+        if chain is not None:
+            if len(self._described) >= DESCRIBED_MAX:
+                self._described.clear()
+            self._described[target] = (chain, info)
+        return info
 
     def _import(self, module: str, qualname: str, name: str) -> tuple[Any, Any]:
         """(owner or module, attribute) by name; ``TargetNotImportableError`` if it cannot be

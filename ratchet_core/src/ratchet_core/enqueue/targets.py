@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -157,6 +158,43 @@ def refuse(target: str, why: str) -> InvalidTargetError:
 
 def not_importable(target: str, why: str) -> TargetNotImportableError:
     return TargetNotImportableError(f"job target {target} is refused: {why}")
+
+
+DESCRIBED_MAX = 4096
+"""Target objects whose description the resolver keeps (then it starts again): bounds the memory
+of code that creates new function objects for ever."""
+
+
+@attrs.frozen
+class NameChain:
+    """What importing a target by name gave: the module as ``sys.modules`` holds it, then each
+    ``(parent, name, object)`` step down to the attribute, each found in its parent's own
+    ``__dict__``. :meth:`holds` is true while importing the name would give the same objects
+    (a few dict lookups, where importing and ``inspect.getattr_static`` cost tens of µs)."""
+
+    module: str
+    module_object: Any
+    steps: tuple[tuple[Any, str, Any], ...]
+
+    @classmethod
+    def of(cls, module: str, qualname: str) -> NameChain | None:
+        """None when a step is not in its parent's own ``__dict__`` (an inherited method)."""
+        holder = sys.modules.get(module)
+        if holder is None:
+            return None
+        first, steps = holder, []
+        for part in qualname.split("."):
+            child = vars(holder).get(part)
+            if child is None:
+                return None
+            steps.append((holder, part, child))
+            holder = child
+        return cls(module, first, tuple(steps))
+
+    def holds(self) -> bool:
+        if sys.modules.get(self.module) is not self.module_object:
+            return False
+        return all(vars(parent).get(name) is child for parent, name, child in self.steps)
 
 
 def import_module(module: str) -> Any:
