@@ -36,6 +36,7 @@ from ratchet_store_sql._dialects.base import (
 )
 from ratchet_store_sql._engine import explicit_prepare
 from ratchet_store_sql._errors import translate
+from ratchet_store_sql._types import UtcDateTime
 
 if TYPE_CHECKING:
     from ratchet_store_sql._base import SqlBase
@@ -153,6 +154,22 @@ def _insert_statement(keyed: bool, tags: bool) -> Any:
     return stmt
 
 
+@functools.cache
+def _positional_insert(keyed: bool) -> str:
+    """``_insert_statement(keyed, tags=False)`` as driver text with positional parameters in
+    ``JOB_FIELDS`` order (``job_values``' tuple as it is)."""
+    conflict = " ON CONFLICT (idempotency_key) DO NOTHING" if keyed else ""
+    return (
+        f"INSERT INTO {J.name} ({', '.join(JOB_FIELDS)}) "
+        f"VALUES ({', '.join(['%s'] * len(JOB_FIELDS))}){conflict} RETURNING {J.name}.id"
+    )
+
+
+_STAMP_INDEXES = tuple(
+    index for index, name in enumerate(JOB_FIELDS) if isinstance(J.c[name].type, UtcDateTime)
+)
+
+
 def _execution_arrays(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {
         k: [r[k].replace(tzinfo=None) if k in _STAMPS and r[k] else r[k] for r in rows]
@@ -255,16 +272,21 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
         if tags:
             row = {**row, "_tags": tags}
         if not self._insert(store, stmt, job, row):  # the idempotency key exists
-            with store._read("insert_job") as conn:
-                existing = store._find_one(conn, J.c.idempotency_key == job.idempotency_key)
-                if existing is None:
-                    # its job was deleted between the two statements
-                    raise DuplicateJobError(
-                        f"a job with idempotency key {job.idempotency_key!r} was inserted "
-                        "and removed concurrently"
-                    )
-                return existing
+            return self._existing(store, job)
         return tagged(job)
+
+    @staticmethod
+    def _existing(store: SqlBase, job: JobEntity) -> JobEntity:
+        """The stored job holding ``job``'s idempotency key (its insert wrote nothing)."""
+        with store._read("insert_job") as conn:
+            existing = store._find_one(conn, J.c.idempotency_key == job.idempotency_key)
+        if existing is None:
+            # its job was deleted between the two statements
+            raise DuplicateJobError(
+                f"a job with idempotency key {job.idempotency_key!r} was inserted "
+                "and removed concurrently"
+            )
+        return existing
 
     def _insert(self, store: SqlBase, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
         """Run the insert statement: True if the row was written, False if its idempotency
@@ -315,7 +337,10 @@ class PsycopgDialect(PostgresDialect):
         self._prepare = explicit_prepare(engine)
 
     def _sql(self, stmt: Any) -> str:
-        """``stmt`` compiled once for the driver (its own parameter style)."""
+        """``stmt`` compiled once for the driver (its own parameter style); driver text as
+        it is."""
+        if isinstance(stmt, str):
+            return stmt
         sql = self._compiled.get(id(stmt))
         if sql is None:
             sql = self._compiled[id(stmt)] = str(stmt.compile(dialect=self.engine.dialect))
@@ -326,7 +351,7 @@ class PsycopgDialect(PostgresDialect):
         store: SqlBase,
         operation: str,
         stmt: Any,
-        params: Mapping[str, Any],
+        params: Mapping[str, Any] | Sequence[Any],
         on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None = None,
     ) -> list[tuple[Any, ...]]:
         """One statement straight on the pooled psycopg connection in autocommit (prepared by
@@ -353,8 +378,9 @@ class PsycopgDialect(PostgresDialect):
             lost = getattr(driver, "broken", False) or (
                 isinstance(exc, dbapi_error) and self.engine.dialect.is_disconnect(exc, raw, None)
             )
+            shown = dict(params) if isinstance(params, Mapping) else tuple(params)
             error = sa.exc.DBAPIError.instance(
-                sql, dict(params), exc, dbapi_error, connection_invalidated=lost
+                sql, shown, exc, dbapi_error, connection_invalidated=lost
             )
             if lost:
                 raw.invalidate(exc)
@@ -372,6 +398,29 @@ class PsycopgDialect(PostgresDialect):
         params = {"ids": [job_id for job_id, _ in pairs], "seqs": [seq for _, seq in pairs]}
         rows = self.autocommit(store, "mark_dispatched", _DISPATCH_MANY_ASYNC_COMMIT, params)
         return {row[0] for row in rows}
+
+    def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
+        """A job without tags outside a caller's transaction: one positional statement built
+        from ``job_values`` (no row dict, no per-column bind processing), prepared by the
+        driver; the others as :class:`PostgresDialect` does."""
+        if store._bound is not None or job.tags:
+            return super().insert_job(store, job)
+        keyed = job.idempotency_key is not None
+        values = list(job_values(job))  # checked (aware UTC datetimes) before anything is sent
+        for index in _STAMP_INDEXES:
+            stamp = values[index]
+            if stamp is not None:  # the column is `timestamp without time zone`: naive UTC
+                values[index] = stamp.replace(tzinfo=None)
+        rows = self.autocommit(
+            store,
+            "insert_job",
+            _positional_insert(keyed),
+            values,
+            on_integrity=lambda e: duplicate_error(job, e),
+        )
+        if not rows:  # the idempotency key exists
+            return self._existing(store, job)
+        return tagged(job)
 
     def _insert(self, store: SqlBase, stmt: Any, job: JobEntity, row: dict[str, Any]) -> bool:
         if store._bound is not None:
