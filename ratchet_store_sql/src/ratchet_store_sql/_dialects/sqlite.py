@@ -31,6 +31,7 @@ from ratchet_store_sql._dialects.base import (
     tagged,
 )
 from ratchet_store_sql._errors import translate
+from ratchet_store_sql._types import UtcDateTime
 
 
 @functools.cache
@@ -41,18 +42,39 @@ def _job_insert() -> str:
 
 class _Binder:
     """Job rows as sqlite3 parameter tuples: ``job_values`` (checked, in ``JOB_FIELDS``
-    order) with each value through its column type's bind processor on this dialect (the
-    conversions SQLAlchemy applies, without its per-row statement work)."""
+    order) with each value converted as its column type's bind processor on this dialect
+    does, without SQLAlchemy's per-row statement work. The datetimes (aware UTC, checked by
+    ``job_values``) become naive UTC and the UUIDs their hex text directly, as
+    ``UtcDateTime``'s and ``Uuid``'s processors would make them; any other processed column
+    goes through its processor."""
 
     def __init__(self, dialect: sa.Dialect) -> None:
-        self._processed = [
+        processed = [
             (index, processor)
             for index, name in enumerate(JOB_FIELDS)
             if (processor := J.c[name].type.bind_processor(dialect)) is not None
         ]
+        self._stamps = tuple(
+            index for index, _ in processed if isinstance(J.c[JOB_FIELDS[index]].type, UtcDateTime)
+        )
+        self._uuids = tuple(
+            index
+            for index, _ in processed
+            if isinstance(kind := J.c[JOB_FIELDS[index]].type, sa.Uuid) and kind.as_uuid
+        )
+        direct = {*self._stamps, *self._uuids}
+        self._processed = [(i, processor) for i, processor in processed if i not in direct]
 
     def __call__(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         out = list(values)
+        for index in self._stamps:
+            stamp = out[index]
+            if stamp is not None:
+                out[index] = stamp.replace(tzinfo=None)
+        for index in self._uuids:
+            uuid = out[index]
+            if uuid is not None:
+                out[index] = uuid.hex
         for index, processor in self._processed:
             value = out[index]
             if value is not None:
