@@ -283,7 +283,9 @@ class EnqueuePipeline:
         first = self._new_entity(
             ids[0], target=target, payload=payloads[0], options=options, now=now, extra=extra
         )
-        if len(invocations) > 1 and any(i.target != target for i in invocations):
+        if len(invocations) == 1:  # a single enqueue: no copies to set up
+            return [first]
+        if any(i.target != target for i in invocations):
             return [
                 first,
                 *(
