@@ -4,6 +4,7 @@ horizon and keeps everything newer, and the archive is still found by id and by 
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from ratchet_api.errors import StoreError
 from ratchet_api.model import JobStatus
 from ratchet_api.store import JobEntity
 from ratchet_api.store.entities import ExecutionRecord, JobLogLine, LogLevel
@@ -325,3 +327,90 @@ def test_other_databases_keep_unpartitioned_history(tmp_path: Any) -> None:
         assert store.history_partitions(s.archived_jobs.name) == []
     finally:
         store.close()
+
+
+HOUR = timedelta(hours=1)
+WEEK = timedelta(days=7)
+
+
+def ranges(store: SqlJobStore, table: str) -> list[tuple[datetime, datetime]]:
+    return store.history_partition_ranges(table)
+
+
+def covered_without_overlap(spans: list[tuple[datetime, datetime]]) -> bool:
+    return all(a_hi <= b_lo for (_, a_hi), (b_lo, _) in itertools.pairwise(spans))
+
+
+def test_hourly_partitions_are_made_an_hour_wide_and_dropped_whole(pg_url: str) -> None:
+    migrate(pg_url)
+    store = SqlJobStore(pg_url, history_partition="hour")
+    try:
+        assert store.history_partition_interval == HOUR
+        now = store.server_now()
+        # the migration made daily partitions from today on: hourly ones go before them
+        midnight = align_down(now, DAY)
+        made = store.ensure_history_partitions(midnight - 5 * HOUR, midnight - HOUR)
+        assert made == 2 * 5
+        archive = s.archived_jobs.name
+        spans = ranges(store, archive)
+        assert covered_without_overlap(spans)
+        hourly = [(lo, hi) for lo, hi in spans if hi - lo == HOUR]
+        assert len(hourly) == 5
+        assert partition_name(archive, hourly[0][0]) in partitions(store, archive)
+        old = finished_job(midnight - 4 * HOUR - timedelta(minutes=1))
+        kept = finished_job(midnight - 2 * HOUR + timedelta(minutes=1))
+        store.bulk_insert([old, kept])
+        assert store.archive_job(old.id) and store.archive_job(kept.id)
+
+        horizon = (now - midnight) + 3 * HOUR  # the sweep's cutoff rounds down to midnight - 3 h
+        report = Retention(
+            store, RetentionPolicy(succeeded=None, failed=None, cancelled=None, archive=horizon)
+        ).sweep()
+
+        assert report.archive_deleted == 1
+        assert store.find_archived_job(old.id) is None
+        assert store.find_archived_job(kept.id) is not None
+        cutoff = (midnight - 3 * HOUR).replace(tzinfo=None)
+        assert all(hi > cutoff for _, hi in ranges(store, archive))
+        assert len([1 for lo, hi in ranges(store, archive) if hi - lo == HOUR]) == 3
+    finally:
+        store.close()
+
+
+def test_a_wider_setting_starts_its_partitions_where_the_daily_ones_end(pg_url: str) -> None:
+    migrate(pg_url)  # daily partitions from today to a week ahead
+    weekly = SqlJobStore(f"{pg_url}?ratchet_history_partition=week")
+    try:
+        assert weekly.history_partition_interval == WEEK
+        archive = s.archived_jobs.name
+        daily_end = max(hi for _, hi in ranges(weekly, archive))
+        weekly.maintain_history(None)
+        spans = ranges(weekly, archive)
+        assert covered_without_overlap(spans)
+        later = [(lo, hi) for lo, hi in spans if lo >= daily_end]
+        assert later and later[0][0] == daily_end  # no gap, no overlap
+        assert all(hi - lo <= WEEK for lo, hi in later)
+        assert any(hi - lo == WEEK for lo, hi in later)
+        # a job finishing in a weekly partition lands there, not in the default one
+        at = (later[-1][0] + timedelta(hours=5)).replace(tzinfo=UTC)
+        job = finished_job(at)
+        weekly.bulk_insert([job])
+        assert weekly.archive_job(job.id)
+        assert not holder(weekly, archive, "id", job.id).endswith("_default")
+    finally:
+        weekly.close()
+
+
+@pytest.mark.parametrize("option", ["month", "1d"])
+def test_a_width_that_is_not_hour_day_or_week_is_refused_at_construction(
+    pg_url: str, option: str
+) -> None:
+    with pytest.raises(StoreError, match="hour, day, week"):
+        SqlJobStore(f"{pg_url}?ratchet_history_partition={option}")
+    with pytest.raises(StoreError, match="history partition width"):
+        SqlJobStore(pg_url, history_partition=option)
+
+
+def test_the_width_option_is_for_postgresql_only(tmp_path: Any) -> None:
+    with pytest.raises(StoreError, match="is for PostgreSQL"):
+        SqlJobStore(f"sqlite:///{tmp_path / 'w.db'}?ratchet_history_partition=week")

@@ -80,7 +80,8 @@ def create_store_engine(
     kwargs: dict[str, Any] = dict(engine_kwargs)
     backend = parsed.get_backend_name()
     pooler = _pooler_mode(parsed)
-    parsed = parsed.difference_update_query([POOLER_OPTION])
+    history = _history_partition(parsed)
+    parsed = parsed.difference_update_query([POOLER_OPTION, HISTORY_PARTITION_OPTION])
     if pooler == "transaction" and parsed.get_driver_name() == "psycopg":
         # A transaction-pooling PgBouncer (before 1.21) hands each transaction to any server
         # connection, where a statement psycopg prepared on another one does not exist: never
@@ -113,6 +114,8 @@ def create_store_engine(
         hint = _driver_hint(parsed)
         raise StoreError(f"cannot create an engine for {parsed!r}: {exc}{hint}") from exc
     setattr(engine, _POOLER, pooler)
+    if history is not None:
+        setattr(engine, _HISTORY_PARTITION, history)
     if backend == "sqlite":
         configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
     if liveness:
@@ -150,6 +153,39 @@ def _pooler_mode(url: sa.URL) -> str:
             f"{url.get_backend_name()}"
         )
     return value
+
+
+HISTORY_PARTITION_OPTION = "ratchet_history_partition"
+"""URL option naming the width of PostgreSQL's history partitions (``hour``, ``day`` or
+``week``; ``?ratchet_history_partition=week``); Ratchet's own, removed before the URL reaches
+the driver."""
+_HISTORY_PARTITION = "_ratchet_history_partition"
+
+
+def _history_partition(url: sa.URL) -> str | None:
+    """The ``ratchet_history_partition`` option of ``url`` (None when absent); ``StoreError``
+    for a width that is not one of hour, day, week or a database that is not PostgreSQL."""
+    raw = url.query.get(HISTORY_PARTITION_OPTION)
+    if raw is None:
+        return None
+    value = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
+    if value not in ("hour", "day", "week"):
+        raise StoreError(
+            f"invalid URL option {HISTORY_PARTITION_OPTION}={raw!r}: expected one of hour, "
+            "day, week"
+        )
+    if url.get_backend_name() != "postgresql":
+        raise StoreError(
+            f"URL option {HISTORY_PARTITION_OPTION} is for PostgreSQL (partitioned history), "
+            f"not {url.get_backend_name()}"
+        )
+    return value
+
+
+def history_partition(engine: sa.Engine) -> str | None:
+    """The history partition width ``engine``'s URL named, or None when it named none."""
+    value = getattr(engine, _HISTORY_PARTITION, None)
+    return None if value is None else str(value)
 
 
 def pooler_mode(engine: sa.Engine) -> str:
@@ -303,5 +339,7 @@ __all__ = [
     "create_store_engine",
     "explicit_prepare",
     "install_liveness_check",
+    "HISTORY_PARTITION_OPTION",
+    "history_partition",
     "pooler_mode",
 ]

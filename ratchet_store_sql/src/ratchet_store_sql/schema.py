@@ -321,10 +321,12 @@ sa.Index("ix_ratchet_job_logs_job_id_id", job_logs.c.job_id, job_logs.c.id)
 
 VERSION_TABLE = "ratchet_alembic_version"
 
-# PostgreSQL keeps the history tables in daily partitions (migration 0013): the partitions
-# (``<table>_pYYYYMMDD``, ``<table>_default``) and the archive's unique (id, finished_at), the
+# PostgreSQL keeps the history tables in range partitions (migration 0013): the partitions
+# (``<table>_pYYYYMMDD``, hourly ``<table>_pYYYYMMDDHH``, ``<table>_default``) and the archive's unique (id, finished_at), the
 # key a partitioned table can have in place of its primary key, are not part of this metadata.
-HISTORY_PARTITION = re.compile(r"^(ratchet_archived_jobs|ratchet_executions)_(p\d{8}|default)$")
+HISTORY_PARTITION = re.compile(
+    r"^(ratchet_archived_jobs|ratchet_executions)_(p\d{8}(\d{2})?|default)$"
+)
 POSTGRESQL_ONLY_CONSTRAINTS = frozenset({"uq_ratchet_archived_jobs_id_finished_at"})
 # Covering partial indexes of the queue statistics, created on PostgreSQL only (migration 0014
 # says why); not part of this metadata.

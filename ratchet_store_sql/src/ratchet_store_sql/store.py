@@ -29,7 +29,14 @@ from ratchet_store_sql._capabilities import (
     WorkflowOperations,
 )
 from ratchet_store_sql._dialects import dialect_for
-from ratchet_store_sql._engine import SQLITE_BUSY_TIMEOUT_MS, configure_sqlite, create_store_engine
+from ratchet_store_sql._engine import (
+    SQLITE_BUSY_TIMEOUT_MS,
+    configure_sqlite,
+    create_store_engine,
+)
+from ratchet_store_sql._engine import (
+    history_partition as history_partition_of,
+)
 from ratchet_store_sql._errors import is_transient
 from ratchet_store_sql._jobs import JobOperations
 from ratchet_store_sql._sealed import SealedArchiveOperations, SealedValueOperations
@@ -66,6 +73,9 @@ class SqlJobStore(
     sub-protocol of ``JobStore`` and every optional capability, plus ``SchemaManager``
     (Alembic migrations shipped in the package). ``create_schema=True`` runs the migrations at
     construction, for development; production runs ``ratchet db upgrade``.
+    ``history_partition`` (``hour``, ``day`` or ``week``; default ``day``, or the URL option
+    ``ratchet_history_partition``) is the width of PostgreSQL's history partitions, which
+    retention drops whole (docs/stores/postgresql.md).
 
     Thread safe: one instance serves every thread of a process (a connection pool underneath).
     """
@@ -82,6 +92,7 @@ class SqlJobStore(
         load_tags_on_claim: bool = True,
         sqlite_busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
         engine_options: dict[str, Any] | None = None,
+        history_partition: str | None = None,
     ) -> None:
         if isinstance(url_or_engine, sa.Engine):
             self._engine = url_or_engine
@@ -105,6 +116,9 @@ class SqlJobStore(
         # the backend's statements, chosen once: only its own module is imported
         self._d = dialect_for(self._engine, load_tags_on_claim=load_tags_on_claim)
         self._closed = False
+        width = history_partition or history_partition_of(self._engine)
+        if width is not None:
+            self._set_history_partition(width)
         self._schema = SqlSchemaManager(self._engine)
         if create_schema:
             self._schema.upgrade()
