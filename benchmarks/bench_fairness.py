@@ -28,6 +28,7 @@ statement against the fair one (``ROW_NUMBER`` over every due job).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
@@ -46,6 +47,7 @@ import sqlalchemy as sa
 
 from ratchet_api.ids import uuid7
 from ratchet_api.store import SchemaManager
+from ratchet_store_sql._dialects.base import Dialect
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -216,16 +218,23 @@ def claim_latency(url: str, args: argparse.Namespace) -> dict[str, float]:
             if keyed
             else {"plain": lambda conn: False, "shipped": shipped}
         )
+        if keyed and type(dialect).fair_claim is not Dialect.fair_claim:
+            variants["fair, portable (4 statements)"] = lambda conn: True
         samples: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.claims):
             for name, probe in variants.items():
                 dialect.fair_claims_needed = probe
+                if name.startswith("fair, portable"):
+                    dialect.fair_claim = functools.partial(Dialect.fair_claim, dialect)
+                else:
+                    vars(dialect).pop("fair_claim", None)
                 begin = time.perf_counter()
                 claimed = store.claim_next_batch("bench-node", args.claim_limit)
                 samples[name].append((time.perf_counter() - begin) * 1000)
                 for job in claimed:
                     store.release_claim(job.id, job.claim_seq)
         dialect.fair_claims_needed = shipped
+        vars(dialect).pop("fair_claim", None)
         for name, values in samples.items():
             out[f"{'keyed' if keyed else 'unkeyed'} {name}"] = statistics.median(values)
     store.close()
@@ -243,6 +252,9 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=30)
     parser.add_argument("--claim-limit", type=int, default=8)
     parser.add_argument("--skip-claims", action="store_true")
+    parser.add_argument(
+        "--runs", default="fair,plain", help="the runs after the empty one: fair, plain or both"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench_fairness_"))
     print(f"load average at start: {load_average()}")
@@ -253,10 +265,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         url = fresh_url(backend, workdir)
-        empty = run(url, args, 0, True)
-        results = [("empty", empty)]
-        results.append(("backlog, fair", run(url, args, args.backlog, True)))
-        results.append(("backlog, plain", run(url, args, args.backlog, False)))
+        results: list[tuple[str, dict[str, Any]]] = []
+        empty = run(url, args, 0, True) if args.runs else {"p99_ms": 0.0}
+        if args.runs:
+            results.append(("empty", empty))
+        for name in filter(None, args.runs.split(",")):
+            results.append((f"backlog, {name}", run(url, args, args.backlog, name == "fair")))
         for name, r in results:
             bound = ">= " if r["p99_lower_bound"] else ""
             ratio = r["p99_ms"] / empty["p99_ms"] if empty["p99_ms"] else float("nan")
