@@ -47,7 +47,7 @@ import sqlalchemy as sa
 
 from ratchet_api.ids import uuid7
 from ratchet_api.store import SchemaManager
-from ratchet_store_sql._dialects.base import Dialect
+from ratchet_store_sql._dialects.base import ReturningClaim
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -218,14 +218,14 @@ def claim_latency(url: str, args: argparse.Namespace) -> dict[str, float]:
             if keyed
             else {"plain": lambda conn: False, "shipped": shipped}
         )
-        if keyed and type(dialect).fair_claim is not Dialect.fair_claim:
+        if keyed and type(dialect).fair_claim is not ReturningClaim.fair_claim:
             variants["fair, portable (4 statements)"] = lambda conn: True
         samples: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.claims):
             for name, probe in variants.items():
                 dialect.fair_claims_needed = probe
                 if name.startswith("fair, portable"):
-                    dialect.fair_claim = functools.partial(Dialect.fair_claim, dialect)
+                    dialect.fair_claim = functools.partial(ReturningClaim.fair_claim, dialect)
                 else:
                     vars(dialect).pop("fair_claim", None)
                 begin = time.perf_counter()
