@@ -324,7 +324,12 @@ def configure_sqlite(
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
         if conn.get_execution_options().get(IMMEDIATE):
-            begin_immediate(conn.connection.driver_connection)
+            try:
+                begin_immediate(conn.connection.driver_connection)
+            except sqlite3.Error as exc:  # raised as SQLAlchemy raises a statement's error
+                raise sa.exc.DBAPIError.instance(
+                    "BEGIN IMMEDIATE", None, exc, sqlite3.Error
+                ) from exc
         else:
             conn.exec_driver_sql("BEGIN")
 
