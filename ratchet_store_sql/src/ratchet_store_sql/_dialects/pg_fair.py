@@ -125,7 +125,16 @@ def fair_claim_statement(
         )
         .label("rank"),
     )
-    candidates = sa.union_all(keyed, unkeyed).cte("candidates")
+    # the best 2 x limit candidates (enough for a claimer that finds some taken): a row count
+    # the planner knows, so that it reads them by primary key (with the keys' CTE estimated
+    # at 100 rows it hashed every PENDING row instead, 35 ms behind a drained backlog)
+    ranked = sa.union_all(keyed, unkeyed).subquery("ranked")
+    candidates = (
+        sa.select(ranked)
+        .order_by(ranked.c.priority.desc(), ranked.c.rank, ranked.c.scheduled_at, ranked.c.id)
+        .limit(limit * 2)
+        .cte("candidates")
+    )
     row = J.alias("picked_row")
     fair_order = (
         candidates.c.priority.desc(),
