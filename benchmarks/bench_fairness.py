@@ -3,6 +3,7 @@ other tenants' jobs wait? A benchmark, never a test.
 
     .venv/bin/python benchmarks/bench_fairness.py                       # PostgreSQL and SQLite
     .venv/bin/python benchmarks/bench_fairness.py --backends sqlite --backlog 20000
+    .venv/bin/python benchmarks/bench_fairness.py --backends mariadb --runs fair
 
 For each backend, in a fresh database, three runs of ``--seconds`` each with one worker
 process (``ratchet worker``, ``--concurrency`` slots, default prefetch) running ``tests.engine.targets.noop``:
@@ -22,12 +23,14 @@ Then the claim itself, no worker running (``--claims`` claims of ``--claim-limit
 median ms, the two variants interleaved): over ``--backlog`` unkeyed jobs, the plain statement
 against the store as shipped (which probes for keyed jobs at most once a second and keeps the
 plain statement); over the keyed backlog plus 100 jobs of each other tenant, the plain
-statement against the fair one (``ROW_NUMBER`` over every due job).
+statement against the fair one (and, on PostgreSQL, against the portable fair claim of four
+statements that its one-statement claim replaces). ``--runs ""`` times the claims alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import statistics
@@ -46,6 +49,7 @@ import sqlalchemy as sa
 
 from ratchet_api.ids import uuid7
 from ratchet_api.store import SchemaManager
+from ratchet_store_sql._dialects.base import ReturningClaim
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -53,7 +57,9 @@ from tests.engine import targets  # noqa: E402
 
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
 PG_SERVER = "postgresql+psycopg://postgres@127.0.0.1"
+MARIADB_SERVER = "mysql+pymysql://root@127.0.0.1:3306"
 PG_DB = "bench_fairness"
+"""The scratch database (PostgreSQL, MariaDB), dropped and created at each backend's start."""
 OTHERS = ("tenant-b", "tenant-c", "tenant-d", "tenant-e")
 
 
@@ -67,6 +73,13 @@ def fresh_url(backend: str, workdir: Path) -> str:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         return f"sqlite:///{path}"
+    if backend == "mariadb":
+        admin = sa.create_engine(f"{MARIADB_SERVER}/test")
+        with admin.begin() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {PG_DB}"))
+            conn.execute(sa.text(f"CREATE DATABASE {PG_DB}"))
+        admin.dispose()
+        return f"{MARIADB_SERVER}/{PG_DB}"
     admin = sa.create_engine(f"{PG_SERVER}/test", isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)"))
@@ -123,6 +136,9 @@ def load_backlog(scheduler: Any, store: Any, count: int, key: str | None) -> Non
     if store.engine.dialect.name == "postgresql":
         with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(sa.text("VACUUM ANALYZE ratchet_jobs"))
+    elif store.engine.dialect.name in ("mysql", "mariadb"):
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("ANALYZE TABLE ratchet_jobs"))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -216,16 +232,26 @@ def claim_latency(url: str, args: argparse.Namespace) -> dict[str, float]:
             if keyed
             else {"plain": lambda conn: False, "shipped": shipped}
         )
+        if keyed and getattr(type(dialect), "fair_claim", None) not in (
+            None,
+            ReturningClaim.fair_claim,
+        ):
+            variants["fair, portable (4 statements)"] = lambda conn: True
         samples: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.claims):
             for name, probe in variants.items():
                 dialect.fair_claims_needed = probe
+                if name.startswith("fair, portable"):
+                    dialect.fair_claim = functools.partial(ReturningClaim.fair_claim, dialect)
+                else:
+                    vars(dialect).pop("fair_claim", None)
                 begin = time.perf_counter()
                 claimed = store.claim_next_batch("bench-node", args.claim_limit)
                 samples[name].append((time.perf_counter() - begin) * 1000)
                 for job in claimed:
                     store.release_claim(job.id, job.claim_seq)
         dialect.fair_claims_needed = shipped
+        vars(dialect).pop("fair_claim", None)
         for name, values in samples.items():
             out[f"{'keyed' if keyed else 'unkeyed'} {name}"] = statistics.median(values)
     store.close()
@@ -243,6 +269,9 @@ def main() -> None:
     parser.add_argument("--claims", type=int, default=30)
     parser.add_argument("--claim-limit", type=int, default=8)
     parser.add_argument("--skip-claims", action="store_true")
+    parser.add_argument(
+        "--runs", default="fair,plain", help="the runs after the empty one: fair, plain or both"
+    )
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench_fairness_"))
     print(f"load average at start: {load_average()}")
@@ -253,10 +282,12 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         url = fresh_url(backend, workdir)
-        empty = run(url, args, 0, True)
-        results = [("empty", empty)]
-        results.append(("backlog, fair", run(url, args, args.backlog, True)))
-        results.append(("backlog, plain", run(url, args, args.backlog, False)))
+        results: list[tuple[str, dict[str, Any]]] = []
+        empty = run(url, args, 0, True) if args.runs else {"p99_ms": 0.0}
+        if args.runs:
+            results.append(("empty", empty))
+        for name in filter(None, args.runs.split(",")):
+            results.append((f"backlog, {name}", run(url, args, args.backlog, name == "fair")))
         for name, r in results:
             bound = ">= " if r["p99_lower_bound"] else ""
             ratio = r["p99_ms"] / empty["p99_ms"] if empty["p99_ms"] else float("nan")

@@ -142,9 +142,10 @@ class JobOperations(SqlBase):
         return claim_ordered(claimed)
 
     def claims_fairly(self) -> bool:
-        """``FairClaimStore``: while any PENDING job has a fairness key, claims rank due jobs
-        within their ``(priority, fairness_key)`` group (``ROW_NUMBER``) and take them by
-        priority, rank, due time, id (``_dialects.base.claim_pick``)."""
+        """``FairClaimStore``: while any PENDING job has a fairness key, claims rank each
+        key's first due jobs within their ``(priority, fairness_key)`` group, add the key's
+        RUNNING jobs, and take them by priority, rank, due time, id
+        (``_dialects.base.fair_candidates``; PostgreSQL in one statement, ``pg_fair``)."""
         return True
 
     def mark_dispatched(self, claims: Mapping[UUID, int]) -> set[UUID]:

@@ -30,6 +30,7 @@ from ratchet_store_sql._dialects.base import (
     succeeded_values,
     tagged,
 )
+from ratchet_store_sql._engine import begin_immediate
 from ratchet_store_sql._errors import translate
 from ratchet_store_sql._types import UtcDateTime
 
@@ -175,7 +176,7 @@ class SqliteDialect(OnConflictForms, ReturningClaim):
         try:
             driver: sqlite3.Connection = raw.driver_connection
             try:
-                driver.execute("BEGIN IMMEDIATE")
+                begin_immediate(driver)
                 if (
                     job.idempotency_key is not None
                     and driver.execute(_KEY_EXISTS, (job.idempotency_key,)).fetchone()
