@@ -12,6 +12,12 @@
   setting but the store URL: on PostgreSQL the wake-up comes from the database (the insert
   trigger's NOTIFY), elsewhere from polling.
 
+``--imports`` prints instead the resident memory a worker's imports add, one step at a time in a
+fresh interpreter per backend (``VmRSS`` after each import, in the order a worker needs them),
+and which of SQLAlchemy's dialect packages got loaded::
+
+    .venv/bin/python benchmarks/bench_footprint.py --imports
+
 Nothing here is asserted; the figures go to ``benchmarks/README.md``.
 """
 
@@ -116,14 +122,88 @@ def bench_latency(url: str, samples: int) -> tuple[float, float]:
     ]
 
 
+IMPORT_STEPS = {
+    "postgresql": (
+        "sqlalchemy",
+        "sqlalchemy.dialects.postgresql.psycopg",
+        "psycopg",
+        "cattrs",
+        "ratchet_api.store",
+        "ratchet_store_sql.store",
+        "ratchet_core",
+        "ratchet_core.worker",
+        "ratchet_core.cli",
+        "ratchet_core.cli.worker",
+    ),
+    "sqlite": (
+        "sqlalchemy",
+        "sqlalchemy.dialects.sqlite.pysqlite",
+        "cattrs",
+        "ratchet_api.store",
+        "ratchet_store_sql.store",
+        "ratchet_core",
+        "ratchet_core.worker",
+        "ratchet_core.cli",
+        "ratchet_core.cli.worker",
+    ),
+}
+
+_STEP_SCRIPT = """
+import importlib, sys
+def rss():
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+print(f"python\t{rss():.1f}\t{len(sys.modules)}")
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+    print(f"{name}\t{rss():.1f}\t{len(sys.modules)}")
+dialects = sorted({m.split(".")[2] for m in sys.modules if m.startswith("sqlalchemy.dialects.")
+                   and m.count(".") >= 2})
+print("dialects\t" + ",".join(dialects))
+"""
+
+
+def bench_imports(backend: str) -> None:
+    """Print the RSS after each of a worker's imports (a fresh interpreter)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _STEP_SCRIPT, *IMPORT_STEPS[backend]],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout
+    print(f"\n{backend}: | import | RSS (MiB) | added | modules |")
+    print("|---|---:|---:|---:|")
+    previous = 0.0
+    for line in out.splitlines():
+        name, *rest = line.split("\t")
+        if name == "dialects":
+            print(f"SQLAlchemy dialect packages loaded: {rest[0] or 'none'}")
+            continue
+        rss, modules = float(rest[0]), int(rest[1])
+        added = f"+{rss - previous:.1f}" if previous else ""
+        print(f"| {name} | {rss:.1f} | {added} | {modules} |")
+        previous = rss
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "all"], default="all")
     parser.add_argument("--jobs", type=int, default=2_000)
     parser.add_argument("--starts", type=int, default=5)
     parser.add_argument("--latency-samples", type=int, default=200)
+    parser.add_argument(
+        "--imports", action="store_true", help="only the RSS each import of a worker adds"
+    )
     args = parser.parse_args(argv)
     backends = ["sqlite", "postgresql"] if args.backend == "all" else [args.backend]
+    if args.imports:
+        for backend in backends:
+            bench_imports(backend)
+        return 0
     print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, python {sys.version.split()[0]}")
     print("| backend | ready (s, median) | peak RSS (MiB) | latency p50 / p99 (ms) |")
     print("|---|---:|---:|---:|")

@@ -61,7 +61,16 @@ def test_fastapi_depends_markers_are_still_wired_when_the_app_imports_fastapi_la
     assert out == "hello"
 
 
-WORKER_NEVER_LOADS = ("cryptography", "croniter", "rich", "wsgiref", "ratchet_core.dashboard")
+WORKER_NEVER_LOADS = (
+    "cryptography",
+    "croniter",
+    "rich",
+    "wsgiref",
+    "ratchet_core.dashboard",
+    # a SQLite worker loads SQLAlchemy's SQLite dialect only (issue 23)
+    "sqlalchemy.dialects.postgresql",
+    "sqlalchemy.dialects.mysql",
+)
 
 
 def test_a_burst_worker_without_encryption_or_cron_loads_no_crypto_cron_rich_or_http_server(

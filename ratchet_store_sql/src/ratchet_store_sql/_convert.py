@@ -137,14 +137,21 @@ def _build(detailed: bool) -> cattrs.Converter:
     conv.register_unstructure_hook_func(
         lambda t: t == tuple[str, ...], lambda tags: json.dumps(sorted(tags))
     )
-    for cls in _ENTITIES:
-        omitted = {name: override(omit=True) for name in _OMITTED_ON_WRITE.get(cls, ())}
-        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **omitted))  # type: ignore[arg-type]
-        conv.register_structure_hook(
-            cls,
-            make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False),
-        )
+    # An entity's functions are generated when the converter first meets it (a worker uses the
+    # job, node and execution ones; generating all eight pairs cost start-up time).
+    conv.register_unstructure_hook_factory(
+        _ENTITIES.__contains__, lambda cls: _unstructure_fn(cls, conv)
+    )
+    conv.register_structure_hook_factory(
+        _ENTITIES.__contains__,
+        lambda cls: make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False),
+    )
     return conv
+
+
+def _unstructure_fn(cls: type, conv: cattrs.Converter) -> Callable[[Any], dict[str, Any]]:
+    omitted = {name: override(omit=True) for name in _OMITTED_ON_WRITE.get(cls, ())}
+    return make_dict_unstructure_fn(cls, conv, **omitted)  # type: ignore[arg-type]
 
 
 _fast = _build(detailed=False)

@@ -2,6 +2,10 @@
 
 Datetimes are stored timezone-naive in UTC with microseconds (``DATETIME(6)`` on MySQL/MariaDB)
 and come back aware UTC. Long text is ``LONGTEXT`` on MySQL/MariaDB, whose ``TEXT`` stops at 64 KiB.
+
+The MySQL/MariaDB types are named here without importing ``sqlalchemy.dialects.mysql`` (the
+whole dialect package, drivers included): a worker on SQLite or PostgreSQL never loads it. Their
+variants resolve to the MySQL types when a MySQL/MariaDB dialect compiles or binds them.
 """
 
 from __future__ import annotations
@@ -10,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
 
 from ratchet_api.errors import StoreDataError
+
+_MYSQL = ("mysql", "mariadb")
 
 
 class UtcDateTime(sa.TypeDecorator[datetime]):
@@ -23,7 +28,9 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
-        if dialect.name in ("mysql", "mariadb"):
+        if dialect.name in _MYSQL:
+            from sqlalchemy.dialects import mysql  # loaded already: a MySQL dialect is running
+
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(sa.DateTime(timezone=False))
 
@@ -48,17 +55,30 @@ class UtcDateTime(sa.TypeDecorator[datetime]):
         return value.astimezone(UTC)  # type: ignore[no-any-return]
 
 
+class MySqlLongText(sa.TypeDecorator[str]):
+    """MySQL's ``LONGTEXT``, the MySQL/MariaDB variant of :func:`long_text` (its class is looked
+    up only by a MySQL/MariaDB dialect)."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        from sqlalchemy.dialects import mysql  # loaded already: a MySQL dialect is running
+
+        return dialect.type_descriptor(mysql.LONGTEXT())
+
+
 def key_string(length: int) -> sa.types.TypeEngine[str]:
     """``VARCHAR(length)`` compared byte-wise on MySQL/MariaDB (whose default collations are
-    case-insensitive: tags, keys and names must stay distinct by case)."""
-    return sa.String(length).with_variant(
-        mysql.VARCHAR(length, collation="utf8mb4_bin"), "mysql", "mariadb"
-    )
+    case-insensitive: tags, keys and names must stay distinct by case). The MySQL variant is
+    the generic ``String`` with a collation, which MySQL's compiler renders as
+    ``VARCHAR(length) COLLATE utf8mb4_bin``."""
+    return sa.String(length).with_variant(sa.String(length, collation="utf8mb4_bin"), *_MYSQL)
 
 
 def long_text() -> sa.types.TypeEngine[str]:
     """``TEXT`` (``LONGTEXT`` on MySQL/MariaDB)."""
-    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+    return sa.Text().with_variant(MySqlLongText(), *_MYSQL)
 
 
-__all__ = ["UtcDateTime", "key_string", "long_text"]
+__all__ = ["MySqlLongText", "UtcDateTime", "key_string", "long_text"]

@@ -9,6 +9,7 @@ loads Alembic (a test checks both answers against Alembic's own).
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,19 @@ def _assigned(tree: ast.Module, name: str) -> str | None:
     return None
 
 
+_REVISION_LINE = re.compile(r"^(?:down_)?revision\b.*$", re.MULTILINE)
+
+
+def _revision_statements(text: str) -> ast.Module:
+    """The module-level ``revision`` / ``down_revision`` statements of a script: its lines
+    starting with those names parsed alone (a worker's start-up check reads every script), or
+    the whole script when they do not parse alone (an assignment over several lines)."""
+    try:
+        return ast.parse("\n".join(_REVISION_LINE.findall(text)))
+    except SyntaxError:
+        return ast.parse(text)
+
+
 @cache
 def shipped_head_revision() -> str:
     """The newest revision of the scripts in ``migrations/versions`` (the one no other script
@@ -49,7 +63,7 @@ def shipped_head_revision() -> str:
     revisions: set[str] = set()
     revised: set[str] = set()
     for script in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
-        tree = ast.parse(script.read_text(encoding="utf-8"))
+        tree = _revision_statements(script.read_text(encoding="utf-8"))
         revision = _assigned(tree, "revision")
         if revision is None:
             continue

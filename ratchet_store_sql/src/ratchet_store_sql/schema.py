@@ -3,13 +3,26 @@
 Every table is prefixed ``ratchet_``; constraint and index names follow the naming convention so
 that migrations are reproducible on every backend. The Alembic baseline creates exactly this
 schema (a test compares them on SQLite, PostgreSQL and MariaDB).
+
+Importing this module loads no SQLAlchemy dialect package: the MySQL column variants resolve when
+a MySQL dialect uses them (``_types``), and the partial indexes' ``WHERE`` for PostgreSQL and
+SQLite (:class:`PartialIndex`) is filled in when a dialect first reads the index's options. A
+worker on PostgreSQL so never imports SQLAlchemy's SQLite and MySQL dialects, and one on SQLite
+never imports the PostgreSQL and MySQL ones.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy.util import PopulateDict
+
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_keys, dict_values
 
 from ratchet_api.store.entities import MAX_KEY_LENGTH, MAX_TAG_LENGTH
 from ratchet_store_sql._types import UtcDateTime, key_string, long_text
@@ -23,6 +36,70 @@ NAMING_CONVENTION = {
 }
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+PARTIAL_INDEX_DIALECTS = ("postgresql", "sqlite")
+"""The dialects on which a :class:`PartialIndex` indexes only the rows of its ``where``."""
+
+
+class _PartialOptions(PopulateDict[str, Any]):
+    """``dialect_options`` of a :class:`PartialIndex`: the ``where`` of a dialect in
+    :data:`PARTIAL_INDEX_DIALECTS` is added when that dialect's options are created, on first
+    read (which imports that dialect, as ``postgresql_where=`` would at declaration). Whatever
+    lists the options (a copy of the table, Alembic's rendering) sees both dialects' ``where``."""
+
+    def __init__(self, index: PartialIndex) -> None:
+        super().__init__(self._create)
+        self._index = index
+
+    def _create(self, dialect_name: str) -> Any:
+        options = self._index._kw_reg_for_dialect_cls(dialect_name)
+        if dialect_name in PARTIAL_INDEX_DIALECTS:
+            options["where"] = self._index.partial_where
+        return options
+
+    def _complete(self) -> None:
+        for name in PARTIAL_INDEX_DIALECTS:
+            if not dict.__contains__(self, name):
+                self[name] = self._create(name)
+
+    def __iter__(self) -> Iterator[str]:
+        self._complete()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._complete()
+        return super().__len__()
+
+    def __contains__(self, key: object) -> bool:
+        self._complete()
+        return super().__contains__(key)
+
+    def keys(self) -> dict_keys[str, Any]:
+        self._complete()
+        return super().keys()
+
+    def values(self) -> dict_values[str, Any]:
+        self._complete()
+        return super().values()
+
+    def items(self) -> dict_items[str, Any]:
+        self._complete()
+        return super().items()
+
+
+class PartialIndex(sa.Index):
+    """An index of the rows matching ``where`` on PostgreSQL and SQLite (``postgresql_where``
+    and ``sqlite_where``), of every row elsewhere, declared without importing those dialects
+    (see the module docstring)."""
+
+    def __init__(self, name: str, *expressions: Any, where: sa.ColumnElement[bool]) -> None:
+        self.partial_where = where
+        super().__init__(name, *expressions)
+
+    @cached_property
+    def dialect_options(self) -> _PartialOptions:
+        return _PartialOptions(self)
+
 
 KEY = MAX_KEY_LENGTH
 STATUS_LEN = 20
@@ -77,14 +154,13 @@ jobs = sa.Table(
 # The claim path: PENDING jobs by priority (highest first), due time, id, in the claim's own
 # order so that a claim reads only the rows it takes (InnoDB locks every row a locking read
 # scans). Partial where the database supports it: only claimable rows are indexed.
-sa.Index(
+PartialIndex(
     "ix_ratchet_jobs_claim",
     jobs.c.status,
     jobs.c.priority.desc(),
     jobs.c.scheduled_at,
     jobs.c.id,
-    postgresql_where=jobs.c.status == "PENDING",
-    sqlite_where=jobs.c.status == "PENDING",
+    where=jobs.c.status == "PENDING",
 )
 # A worker's own jobs (recovery by node). ``owner`` is NULL from enqueue until a claim and again
 # after a reset: partial where supported, so an enqueue writes no entry into it (migration 0018).
@@ -105,24 +181,18 @@ for _name, _columns, _column in (
     ("ix_ratchet_jobs_parent_id", ("parent_id",), "parent_id"),
     ("ix_ratchet_jobs_batch_id", ("batch_id",), "batch_id"),
 ):
-    sa.Index(
-        _name,
-        *(jobs.c[c] for c in _columns),
-        postgresql_where=jobs.c[_column].is_not(None),
-        sqlite_where=jobs.c[_column].is_not(None),
-    )
+    PartialIndex(_name, *(jobs.c[c] for c in _columns), where=jobs.c[_column].is_not(None))
 # The fair claim (migrations 0016, 0017): PENDING jobs by fairness key, then in claim order, so
 # the claim reads each key's first jobs (and the keys themselves, one probe each) without
 # sorting a key's backlog. The key leads: a probe for the next key or for the unkeyed group
 # (NULL, last) descends straight to it. Partial where supported; MySQL/MariaDB index every row.
-sa.Index(
+PartialIndex(
     "ix_ratchet_jobs_fair_claim",
     jobs.c.fairness_key,
     jobs.c.priority.desc(),
     jobs.c.scheduled_at,
     jobs.c.id,
-    postgresql_where=jobs.c.status == "PENDING",
-    sqlite_where=jobs.c.status == "PENDING",
+    where=jobs.c.status == "PENDING",
 )
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)
@@ -133,13 +203,7 @@ for _name, _column in (
     ("ix_ratchet_jobs_status_finished_at", "finished_at"),
     ("ix_ratchet_jobs_status_started_at", "started_at"),
 ):
-    sa.Index(
-        _name,
-        jobs.c.status,
-        jobs.c[_column],
-        postgresql_where=jobs.c[_column].is_not(None),
-        sqlite_where=jobs.c[_column].is_not(None),
-    )
+    PartialIndex(_name, jobs.c.status, jobs.c[_column], where=jobs.c[_column].is_not(None))
 
 job_tags = sa.Table(
     "ratchet_job_tags",
@@ -348,9 +412,11 @@ def described_by_metadata(name: str | None, type_: str) -> bool:
 __all__ = [
     "HISTORY_PARTITION",
     "NAMING_CONVENTION",
+    "PARTIAL_INDEX_DIALECTS",
     "POSTGRESQL_ONLY_CONSTRAINTS",
     "POSTGRESQL_ONLY_INDEXES",
     "VERSION_TABLE",
+    "PartialIndex",
     "archived_jobs",
     "batches",
     "described_by_metadata",
