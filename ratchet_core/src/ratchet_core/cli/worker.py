@@ -335,7 +335,7 @@ def _run(
     upgrade_command = getattr(state, "upgrade_command", "ratchet db upgrade")
     try:
         limit_malloc_arenas(container.settings().get(WORKER_MALLOC_ARENA_MAX))
-        require_schema(container.job_store(), upgrade_command=upgrade_command)
+        require_schema(container.job_store(), upgrade_command=upgrade_command, remember=True)
         worker = container.worker()
     except RatchetError as exc:
         raise click.ClickException(str(exc)) from exc

@@ -8,6 +8,8 @@ its object is called with the URL. The driver suffix of a SQLAlchemy URL is igno
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -140,11 +142,17 @@ def create_store(settings: RatchetConfig) -> JobStore:
     return store
 
 
-def require_schema(store: JobStore, *, upgrade_command: str = "ratchet db upgrade") -> None:
+def require_schema(
+    store: JobStore, *, upgrade_command: str = "ratchet db upgrade", remember: bool = False
+) -> None:
     """Refuse to start a worker on a store whose schema has not been created (or is older
     than this version's): a ``StoreError`` telling the user to run ``upgrade_command``, instead
     of a worker that loops on "no such table" errors. A store without a ``SchemaManager`` needs
-    no schema and passes."""
+    no schema and passes. With ``remember``, a store found current once by such a call is not
+    asked again by the next one (the CLI checks before it builds the worker, the worker again
+    when it starts); health checks ask every time."""
+    if remember and store in _CURRENT:
+        return
     manager = store.capability(SchemaManager)
     if manager is None:
         return
@@ -166,6 +174,13 @@ def require_schema(store: JobStore, *, upgrade_command: str = "ratchet db upgrad
             f"{store!r} has the Ratchet schema at revision {current}; this version of Ratchet "
             f"needs {head}: run `{upgrade_command}` (or set store.auto_migrate=true)"
         )
+    if remember:
+        with contextlib.suppress(TypeError):  # a store that cannot be weakly referenced
+            _CURRENT.add(store)
+
+
+_CURRENT: weakref.WeakSet[JobStore] = weakref.WeakSet()
+"""Stores :func:`require_schema` found at this version's schema revision."""
 
 
 __all__ = [

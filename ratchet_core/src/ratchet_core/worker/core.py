@@ -187,7 +187,7 @@ class Worker:
             self._state = "starting"
         p = self._parts
         try:
-            require_schema(self._store)
+            require_schema(self._store, remember=True)
             recurring = start_recurring(  # declares @recurring/configured definitions
                 self._store,
                 self._config,
