@@ -115,6 +115,34 @@ def test_a_custom_sanitizer_writes_every_exception_line_of_the_chain() -> None:
     assert text.rstrip().endswith("RuntimeError: OUTER SECRET-C")
 
 
+class Counting(Upper):
+    def __init__(self) -> None:
+        self.asked: list[BaseException] = []
+
+    def sanitize(self, error: BaseException) -> str:
+        self.asked.append(error)
+        return super().sanitize(error)
+
+
+def test_the_message_already_sanitized_ends_the_traceback_and_is_not_asked_again() -> None:
+    error, sanitizer = chained(), Counting()
+    text = sanitized_traceback(error, sanitizer, message="RuntimeError: GIVEN")
+    assert text.rstrip().endswith("RuntimeError: GIVEN")
+    assert error not in sanitizer.asked and len(sanitizer.asked) == 2  # the two causes
+
+
+def test_a_secret_in_a_source_line_is_redacted_every_time_the_frame_fails() -> None:
+    def failing() -> None:
+        raise ValueError("boom")  # postgresql://app:hunter2@db/x
+
+    for _ in range(3):  # the frame's redaction is remembered after the first failure
+        try:
+            failing()
+        except ValueError as exc:
+            text = sanitized_traceback(exc, Upper())
+        assert "hunter2" not in text and "postgresql://***@db/x" in text
+
+
 def test_a_raising_sanitizer_withholds_every_message() -> None:
     text = sanitized_traceback(chained(), Exploding())
     for secret in ("secret-a", "secret-b", "secret-c"):

@@ -253,9 +253,31 @@ job_values = _job_values_writer()
 """The job row as a tuple in ``JOB_FIELDS`` order (PostgreSQL's COPY of ``bulk_insert``)."""
 
 
+def _members(cls: type[enum.Enum]) -> dict[Any, Any]:
+    """A stored value (or the member itself) -> its member, for one dict lookup a row."""
+    found: dict[Any, Any] = {member.value: member for member in cls}
+    found.update({member: member for member in cls})
+    return found
+
+
+_STATUSES = _members(JobStatus)
+_JOB_TYPES = _members(JobType)
+
+
 def row_to_job(row: Row, tags: Sequence[str] = ()) -> JobEntity:
+    """The claim path's conversion: every column but the two enums comes typed from its column
+    type, so the entity is built directly (its own validators check the values); a row that
+    fails that goes through the converter, which names the bad field (``StoreDataError``)."""
     values = {name: row[name] for name in JOB_FIELDS}
     values["tags"] = (*sorted(tags),)
+    status = _STATUSES.get(values["status"])
+    job_type = _JOB_TYPES.get(values["job_type"])
+    if status is not None and job_type is not None:
+        values["status"], values["job_type"] = status, job_type
+        try:
+            return JobEntity(**values)
+        except (ValueError, TypeError):
+            pass
     return _structure(values, JobEntity, row["id"])
 
 

@@ -15,7 +15,8 @@ _log = logging.getLogger("ratchet.worker")
 
 class GuardedMetrics:
     """Forwards every call to a ``MetricsCollector``; an exception it raises is logged (once
-    per method) and swallowed, so a failing collector cannot leave a job stuck RUNNING."""
+    per method) and swallowed, so a failing collector cannot leave a job stuck RUNNING. Each
+    method's guard is built on its first call and kept."""
 
     def __init__(self, inner: MetricsCollector) -> None:
         self._inner = inner
@@ -41,6 +42,9 @@ class GuardedMetrics:
                         name,
                     )
 
+        # kept on the instance: the next call of this method finds it without __getattr__
+        # (a closure built per call cost about as much as the call to a no-op collector)
+        self.__dict__[name] = guarded
         return guarded
 
 

@@ -169,14 +169,28 @@ class JobRunner:
                 backoff = decode_backoff(entity.backoff)
             except Exception:  # noqa: BLE001 - fall back to the default backoff
                 _log.warning("job %s has an unreadable backoff; using the default", entity.id)
+        sanitizer = self._sanitizer
+        sanitized: list[tuple[BaseException, str]] = []
+
+        def sanitize(exc: BaseException) -> str:
+            text = sanitizer.sanitize(exc)
+            if isinstance(text, str):
+                sanitized.append((exc, text))
+            return text
+
+        def trace(exc: BaseException) -> str:
+            # the traceback ends with the message just sanitized: not sanitized twice
+            known = [text for error, text in sanitized if error is exc]
+            return sanitized_traceback(exc, sanitizer, message=known[0] if known else None)
+
         return decide(
             happened,
             attempt=entity.attempt,
             max_retries=entity.max_retries,
             backoff=backoff,
             retry_policy=self._retry_policy,
-            sanitize=self._sanitizer.sanitize,
-            trace=lambda exc: sanitized_traceback(exc, self._sanitizer),
+            sanitize=sanitize,
+            trace=trace,
         )
 
     # ------------------------------------------------------------ hand-over
