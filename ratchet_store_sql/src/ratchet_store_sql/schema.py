@@ -166,12 +166,11 @@ PartialIndex(
 # after a reset: partial where supported, so an enqueue writes no entry into it (migration 0018).
 # Every query reading it compares ``owner`` with a value (``=``, ``IN``), which implies
 # ``IS NOT NULL``.
-sa.Index(
+PartialIndex(
     "ix_ratchet_jobs_owner_status",
     jobs.c.owner,
     jobs.c.status,
-    postgresql_where=jobs.c.owner.is_not(None),
-    sqlite_where=jobs.c.owner.is_not(None),
+    where=jobs.c.owner.is_not(None),
 )
 # Optional columns (NULL for most jobs): partial where supported, so inserting or moving a job
 # that does not use them writes no entry into these indexes (migration 0002).
