@@ -64,6 +64,7 @@ from ratchet_api.spi.runtime import (
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import FairClaimStore, JobStore
 from ratchet_core.defaults.authorization import effective_policy
+from ratchet_core.enqueue._gc import collector_paused
 from ratchet_core.enqueue._job_copies import job_copies
 from ratchet_core.enqueue.invocation import sign_invocation
 from ratchet_core.enqueue.options import JobOptions
@@ -407,7 +408,10 @@ class EnqueuePipeline:
         if not invocations:
             return []
         refuse_parent_placeholders(invocations[0])  # one target: a job here has no parent
-        with self._tracing.enqueue(invocations[0].target, len(invocations)):
+        with (
+            self._tracing.enqueue(invocations[0].target, len(invocations)),
+            collector_paused(len(invocations)),
+        ):
             jobs = self.entities(invocations, options, utc_now())
             self.store_for(options.transaction).bulk_insert(jobs)
         self.after_write(options, jobs[0])

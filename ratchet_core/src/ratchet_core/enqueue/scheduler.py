@@ -33,6 +33,7 @@ from ratchet_api.store.entities import JobEntity, JobQuery, RecurringJobEntity
 from ratchet_api.store.protocols import JobQueryStore, JobStore
 from ratchet_api.workflow import Condition, ConditionTest, SignalDecision
 from ratchet_core.defaults.security import DefaultPayloadMaskingPolicy
+from ratchet_core.enqueue._gc import collector_paused
 from ratchet_core.enqueue.builder import DefaultJobBuilder
 from ratchet_core.enqueue.bulk import BulkAction, BulkResult, run_bulk
 from ratchet_core.enqueue.options import JobOptions, check_at, check_delay
@@ -232,13 +233,14 @@ class SchedulerService:
                     f"enqueue_many: item {index} must be a tuple of arguments, got {args!r}"
                 )
             items.append(args)
-        try:
-            invocations = self.pipeline.resolve_many(fn, items)
-        except InvalidJobError as exc:
-            if str(exc).startswith("item "):
-                raise type(exc)(f"enqueue_many {exc}") from exc
-            raise
-        return self.pipeline.submit_many(invocations, JobOptions(transaction=transaction))
+        with collector_paused(len(items)):
+            try:
+                invocations = self.pipeline.resolve_many(fn, items)
+            except InvalidJobError as exc:
+                if str(exc).startswith("item "):
+                    raise type(exc)(f"enqueue_many {exc}") from exc
+                raise
+            return self.pipeline.submit_many(invocations, JobOptions(transaction=transaction))
 
     def resolve_job(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
