@@ -197,6 +197,8 @@ HISTORY_PARTITION_OPTION = "ratchet_history_partition"
 ``week``; ``?ratchet_history_partition=week``); Ratchet's own, removed before the URL reaches
 the driver."""
 _HISTORY_PARTITION = "_ratchet_history_partition"
+HISTORY_PARTITION_NAMES = ("hour", "day", "week")
+"""The history partition widths by name (``_capabilities/history.py`` gives their lengths)."""
 
 
 def _history_partition(url: sa.URL) -> str | None:
@@ -206,10 +208,10 @@ def _history_partition(url: sa.URL) -> str | None:
     if raw is None:
         return None
     value = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
-    if value not in ("hour", "day", "week"):
+    if value not in HISTORY_PARTITION_NAMES:
         raise StoreError(
-            f"invalid URL option {HISTORY_PARTITION_OPTION}={raw!r}: expected one of hour, "
-            "day, week"
+            f"invalid URL option {HISTORY_PARTITION_OPTION}={raw!r}: expected one of "
+            f"{', '.join(HISTORY_PARTITION_NAMES)}"
         )
     if url.get_backend_name() != "postgresql":
         raise StoreError(
@@ -382,6 +384,7 @@ __all__ = [
     "create_store_engine",
     "explicit_prepare",
     "install_liveness_check",
+    "HISTORY_PARTITION_NAMES",
     "HISTORY_PARTITION_OPTION",
     "history_partition",
     "pooler_mode",

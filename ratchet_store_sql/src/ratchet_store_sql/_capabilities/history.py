@@ -27,14 +27,17 @@ from ratchet_api.errors import StoreError
 from ratchet_store_sql import schema as s
 from ratchet_store_sql._base import SqlBase
 from ratchet_store_sql._convert import require_utc
+from ratchet_store_sql._engine import HISTORY_PARTITION_NAMES
 
 _log = logging.getLogger("ratchet.store.history")
 
-HISTORY_PARTITION_WIDTHS = {
-    "hour": timedelta(hours=1),
-    "day": timedelta(days=1),
-    "week": timedelta(days=7),
-}
+HISTORY_PARTITION_WIDTHS = dict(
+    zip(
+        HISTORY_PARTITION_NAMES,
+        (timedelta(hours=1), timedelta(days=1), timedelta(days=7)),
+        strict=True,
+    )
+)
 """The widths a history partition may have, by the name the store option takes. Each is a fixed
 length aligned to the Unix epoch (UTC; a week starts on a Thursday, as 1970-01-01 did), the same
 alignment retention rounds its cutoff to."""
