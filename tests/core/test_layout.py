@@ -131,3 +131,13 @@ def test_logger_names_stay_what_they_were_before_the_folders() -> None:
     assert logger_name("ratchet_core.worker.core") == "ratchet.worker.core"
     assert logger_name("ratchet_core.cluster.coordination") == "ratchet.cluster.coordination"
     assert logger_name("myapp.jobs") == "myapp.jobs"
+
+
+def test_no_module_of_ratchet_core_is_over_600_lines_and_the_worker_facade_over_400() -> None:
+    # issue 23: a module that grows past this is doing more than one job; split it by role
+    sizes = {
+        str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines())
+        for p in PACKAGE.rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 600} == {}
+    assert sizes[str(Path("worker", "core.py"))] <= 400

@@ -60,8 +60,6 @@ from ratchet_api.store.entities import (
     Completion,
     JobEntity,
     NodeEntity,
-    RecurringAdvance,
-    RecurringJobEntity,
 )
 from ratchet_api.store.protocols import (
     CAPABILITIES,
@@ -79,6 +77,7 @@ from ratchet_api.store.versions import (
     changes_since,
     declared_spi_version,
 )
+from ratchet_core.runtime.store_fallbacks import RecurringFallback, named_priority
 
 _log = logging.getLogger(__name__)
 
@@ -201,20 +200,6 @@ def _adapter_class(store_type: type) -> type[SpiCompatStore]:
 # ---------------------------------------------------------------- the 1.0 adapter
 
 
-def named_priority(priority: int) -> JobPriority:
-    """The named ``JobPriority`` nearest to ``priority`` (bands split half-way between the
-    points, so the mapping never inverts an order): what a 1.0 store is given."""
-    if isinstance(priority, JobPriority):
-        return priority
-    if priority < (JobPriority.LOW + JobPriority.NORMAL) / 2:
-        return JobPriority.LOW
-    if priority < (JobPriority.NORMAL + JobPriority.HIGH) / 2:
-        return JobPriority.NORMAL
-    if priority < (JobPriority.HIGH + JobPriority.CRITICAL) / 2:
-        return JobPriority.HIGH
-    return JobPriority.CRITICAL
-
-
 def _with_named_priority(job: JobEntity) -> JobEntity:
     if isinstance(job.priority, JobPriority):
         return job
@@ -255,47 +240,6 @@ def _missing_members(obj: object, protocol: type) -> list[str]:
         if any(p not in params for p in expected):
             missing.append(name)
     return missing
-
-
-class _RecurringFallback:
-    """A 1.0 ``RecurringJobStore`` with today's protocol: ``advance_next_fire_many`` as one
-    ``advance_next_fire`` per definition (each compare-and-set applies or not on its own, which
-    is the method's contract; only the single commit is lost), in name order; priorities
-    rounded to the named points."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def save_recurring(self, recurring: RecurringJobEntity) -> RecurringJobEntity:
-        if not isinstance(recurring.priority, JobPriority):
-            recurring = attrs.evolve(recurring, priority=named_priority(recurring.priority))
-        result: RecurringJobEntity = self._inner.save_recurring(recurring)
-        return result
-
-    def find_recurring(self, name: str) -> RecurringJobEntity | None:
-        result: RecurringJobEntity | None = self._inner.find_recurring(name)
-        return result
-
-    def list_recurring(self) -> list[RecurringJobEntity]:
-        return list(self._inner.list_recurring())
-
-    def find_due_recurring(self, limit: int) -> list[RecurringJobEntity]:
-        return list(self._inner.find_due_recurring(limit))
-
-    def advance_next_fire(
-        self, name: str, expected_fire_at: datetime, next_fire_at: datetime
-    ) -> bool:
-        return bool(self._inner.advance_next_fire(name, expected_fire_at, next_fire_at))
-
-    def advance_next_fire_many(self, advances: Sequence[RecurringAdvance]) -> set[str]:
-        return {
-            a.name
-            for a in sorted(advances, key=lambda a: a.name)
-            if self.advance_next_fire(a.name, a.expected_fire_at, a.next_fire_at)
-        }
-
-    def delete_recurring(self, name: str) -> bool:
-        return bool(self._inner.delete_recurring(name))
 
 
 def _change(version_changes: Sequence[SpiChange], member: str) -> SpiChange | None:
@@ -365,7 +309,7 @@ class SpiCompatStore:
             elif not missing:
                 continue  # today's protocol: passed through
             if kind is RecurringJobStore and missing == ["advance_next_fire_many"]:
-                self._adapted[kind] = _RecurringFallback(found)
+                self._adapted[kind] = RecurringFallback(found)
                 continue  # adapted without loss of behaviour
             self._hidden[kind] = missing
             grown = _change(changes, kind.__name__)
@@ -404,7 +348,7 @@ class SpiCompatStore:
         view._hidden = self._hidden
         # the recurring fallback of the view writes through the joined store
         view._adapted = {
-            kind: _RecurringFallback(view._inner.capability(kind) or view._inner)
+            kind: RecurringFallback(view._inner.capability(kind) or view._inner)
             for kind in self._adapted
         }
         return cast(JobStore, view)
