@@ -167,29 +167,34 @@ POOLER_MODES = ("none", "session", "transaction")
 _POOLER = "_ratchet_pooler"
 
 
-def _pooler_mode(url: sa.URL) -> str:
-    """The ``ratchet_pooler`` option of ``url`` (``none`` when absent); ``StoreError`` for a
-    value Ratchet cannot run behind or a database that is not PostgreSQL."""
-    raw = url.query.get(POOLER_OPTION)
+def _url_choice(url: sa.URL, option: str, choices: tuple[str, ...], purpose: str) -> str | None:
+    """The value of Ratchet's URL option ``option`` (None when absent), lower-cased and checked
+    against ``choices``; ``StoreError`` naming the option for another value, or when the
+    database is not PostgreSQL (``purpose`` says what the option is for there)."""
+    raw = url.query.get(option)
     if raw is None:
-        return "none"
+        return None
     value = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
-    if value == "statement":
+    if option == POOLER_OPTION and value == "statement":
         raise StoreError(
             f"invalid URL option {POOLER_OPTION}=statement: a statement-pooling PgBouncer "
             "cannot run the store's multi-statement transactions; use pool_mode = transaction "
             f"and {POOLER_OPTION}=transaction"
         )
-    if value not in POOLER_MODES:
+    if value not in choices:
         raise StoreError(
-            f"invalid URL option {POOLER_OPTION}={raw!r}: expected one of {', '.join(POOLER_MODES)}"
+            f"invalid URL option {option}={raw!r}: expected one of {', '.join(choices)}"
         )
     if value != "none" and url.get_backend_name() != "postgresql":
         raise StoreError(
-            f"URL option {POOLER_OPTION} is for PostgreSQL (PgBouncer), not "
-            f"{url.get_backend_name()}"
+            f"URL option {option} is for PostgreSQL ({purpose}), not {url.get_backend_name()}"
         )
     return value
+
+
+def _pooler_mode(url: sa.URL) -> str:
+    """The ``ratchet_pooler`` option of ``url`` (``none`` when absent)."""
+    return _url_choice(url, POOLER_OPTION, POOLER_MODES, "PgBouncer") or "none"
 
 
 HISTORY_PARTITION_OPTION = "ratchet_history_partition"
@@ -202,23 +207,10 @@ HISTORY_PARTITION_NAMES = ("hour", "day", "week")
 
 
 def _history_partition(url: sa.URL) -> str | None:
-    """The ``ratchet_history_partition`` option of ``url`` (None when absent); ``StoreError``
-    for a width that is not one of hour, day, week or a database that is not PostgreSQL."""
-    raw = url.query.get(HISTORY_PARTITION_OPTION)
-    if raw is None:
-        return None
-    value = (raw if isinstance(raw, str) else raw[-1]).strip().lower()
-    if value not in HISTORY_PARTITION_NAMES:
-        raise StoreError(
-            f"invalid URL option {HISTORY_PARTITION_OPTION}={raw!r}: expected one of "
-            f"{', '.join(HISTORY_PARTITION_NAMES)}"
-        )
-    if url.get_backend_name() != "postgresql":
-        raise StoreError(
-            f"URL option {HISTORY_PARTITION_OPTION} is for PostgreSQL (partitioned history), "
-            f"not {url.get_backend_name()}"
-        )
-    return value
+    """The ``ratchet_history_partition`` option of ``url`` (None when absent)."""
+    return _url_choice(
+        url, HISTORY_PARTITION_OPTION, HISTORY_PARTITION_NAMES, "partitioned history"
+    )
 
 
 def history_partition(engine: sa.Engine) -> str | None:
