@@ -165,6 +165,12 @@ def decode_hint(text: str) -> JobWakeupHint | None:
         return None
 
 
+LISTEN_WAKE_SECONDS = 0.2
+"""How long a listener thread waits for a message before it looks whether it was closed: what
+``close()`` waits at most for it (a blocked wait on the server's socket cannot be interrupted
+from another thread without a round trip to the server, which an outage would stall)."""
+
+
 class _ListenerThreadCoordinator:
     """Shared machinery: listener registry, self-suppression, a coalescing publisher thread
     and a reconnecting subscriber thread. Subclasses provide the transport."""
@@ -361,7 +367,7 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self._subscribed.set()
             while not self._closed.is_set():
-                for notify in conn.notifies(timeout=1.0):
+                for notify in conn.notifies(timeout=LISTEN_WAKE_SECONDS):
                     deliver(notify.payload)
                     if self._closed.is_set():
                         break
@@ -405,7 +411,7 @@ class RedisClusterCoordinator(_ListenerThreadCoordinator):
             pubsub.subscribe(self.channel)
             self._subscribed.set()
             while not self._closed.is_set():
-                message = pubsub.get_message(timeout=1.0)
+                message = pubsub.get_message(timeout=LISTEN_WAKE_SECONDS)
                 if message is None:
                     continue
                 data = message.get("data")
