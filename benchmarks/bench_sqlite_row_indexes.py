@@ -9,7 +9,9 @@ Usage::
 The table and its indexes are read from a scratch file migrated by this checkout's migrations
 (``sqlite_master``), then each variant is created in a fresh file: ``as-migrated``;
 ``+full-key-index`` (a unique index of every row's ``idempotency_key``, NULLs included: what the
-``UNIQUE`` constraint before migration 0019 wrote); ``without-rowid`` (the table clustered on
+``UNIQUE`` constraint of today's schema writes); ``partial-key-index`` (that constraint replaced by
+a unique index of the keyed rows only: the migration measured on branch ``sqlite1`` and not
+landed, see benchmarks/README.md); ``without-rowid`` (the table clustered on
 its ``id``, no separate primary-key index); ``page-size-1024`` (the file created with 1 KiB
 pages instead of 4 KiB: each WAL frame a quarter of the bytes); and, for reference only, the table without one of
 the indexes that every new job enters (``-target``, ``-created_at``, ``-fair_claim``; the
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sqlite3
 import statistics
 import tempfile
@@ -64,14 +67,19 @@ def variants(table: str, indexes: list[str]) -> dict[str, list[str]]:
         return [table, *(i for i in indexes if f" {name} ON" not in i)]
 
     keyless = [i for i in indexes if KEY_INDEX not in i]
+    constraint = re.compile(
+        r",\s*CONSTRAINT\s+\"?" + KEY_INDEX + r"\"?\s+UNIQUE\s*\(\s*\"?idempotency_key\"?\s*\)"
+    )
+    unconstrained = constraint.sub("", table)
+    partial_key = (
+        f"CREATE UNIQUE INDEX {KEY_INDEX} ON ratchet_jobs (idempotency_key) "
+        "WHERE idempotency_key IS NOT NULL"
+    )
     full_key = f"CREATE UNIQUE INDEX {KEY_INDEX} ON ratchet_jobs (idempotency_key)"
-    if "UNIQUE (idempotency_key)" in table:  # a tree before migration 0019
-        plus_full = [table, *indexes]
-    else:
-        plus_full = [table, *keyless, full_key]
     return {
         "as-migrated": [table, *indexes],
-        "+full-key-index": plus_full,
+        "+full-key-index": [unconstrained, *keyless, full_key],
+        "partial-key-index": [unconstrained, *keyless, partial_key],
         "without-rowid": [table.rstrip().rstrip(";") + " WITHOUT ROWID", *indexes],
         "page-size-1024": ["PRAGMA page_size=1024", table, *indexes],
         "-target": without("ix_ratchet_jobs_target"),
