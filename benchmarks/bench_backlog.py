@@ -6,6 +6,8 @@ never a test.
     .venv/bin/python benchmarks/bench_backlog.py                  # 10k vs 1M pending, 10M finished
     .venv/bin/python benchmarks/bench_backlog.py --sizes 10000 100000 --finished 200000 \
         --process 20000                                           # a quick run
+    .venv/bin/python benchmarks/bench_backlog.py --finished 20000 --process 0 \
+        --claim-ordered                                           # heap in claim order
 
 Loading goes through SQL, not the API: one template row per table is written by the store, then
 ``INSERT ... SELECT`` over ``generate_series`` copies it with the varying columns computed in
@@ -87,8 +89,12 @@ def _copy_of(table: Any, template_id: uuid.UUID, overrides: dict[str, str], coun
     )
 
 
-def load(store: Any, pending: int, finished: int, days: int) -> dict[str, float]:
-    """Load the backlog and the history through SQL; seconds per part."""
+def load(
+    store: Any, pending: int, finished: int, days: int, claim_ordered: bool = False
+) -> dict[str, float]:
+    """Load the backlog and the history through SQL; seconds per part. ``claim_ordered``: the
+    job table is rewritten in claim order (``CLUSTER``), as if the jobs had been enqueued in
+    the order they are claimed; the ids stay random."""
     from ratchet_api.model import JobStatus
     from ratchet_api.store import JobEntity
     from ratchet_api.store.entities import ExecutionRecord
@@ -180,6 +186,13 @@ def load(store: Any, pending: int, finished: int, days: int) -> dict[str, float]
         d=done.id,
     )
     seconds["executions"] = time.perf_counter() - started
+    if claim_ordered:
+        started = time.perf_counter()
+        order = "priority DESC, scheduled_at, id"
+        sql(store, f"CREATE INDEX bench_claim_order ON {s.jobs.name} ({order})")
+        sql(store, f"CLUSTER {s.jobs.name} USING bench_claim_order")
+        sql(store, "DROP INDEX bench_claim_order")
+        seconds["cluster"] = time.perf_counter() - started
     started = time.perf_counter()
     sql(store, "VACUUM ANALYZE")
     seconds["vacuum"] = time.perf_counter() - started
@@ -447,6 +460,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4, help="alternations between the sizes")
     parser.add_argument("--claims", type=int, default=100, help="claims per filter and round")
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument(
+        "--claim-ordered",
+        action="store_true",
+        help="rewrite the loaded job tables in claim order (CLUSTER), ids still random",
+    )
     parser.add_argument("--process", type=int, default=1_000_000, help="jobs processed (0: none)")
     parser.add_argument("--sweep-every", type=int, default=50_000)
     parser.add_argument("--horizon", type=int, default=30, help="retention.archive in days")
@@ -466,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             store = SqlJobStore(url)
             stores[pending] = store
             finished = args.finished if pending == largest else pending
-            seconds = load(store, pending, finished, args.days)
+            seconds = load(store, pending, finished, args.days, args.claim_ordered)
             print(
                 f"{pending:,} pending + {finished:,} finished loaded: "
                 + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
