@@ -150,15 +150,15 @@ class WorkerParts(containers.DeclarativeContainer):
     arg_resolver: providers.Dependency[PreExecutionArgResolver] = providers.Dependency()
     resilience: providers.Dependency[ResilienceStrategy] = providers.Dependency()
     breaker_config: providers.Dependency[CircuitBreakerConfigProvider | None] = (
-        providers.Dependency(default=None)
+        providers.Dependency()
     )
-    codec: providers.Dependency[PayloadCodec | None] = providers.Dependency(default=None)
+    codec: providers.Dependency[PayloadCodec | None] = providers.Dependency()
     authorization: providers.Dependency[JobAuthorizationPolicy | None] = providers.Dependency(
         default=None
     )
     worker: providers.Dependency[Worker] = providers.Dependency()
     """The worker itself (the workflow driver reads its collaborators); set by ``Parts.open``."""
-    recurring: providers.Dependency[Any] = providers.Dependency(default=None)
+    recurring: providers.Dependency[Any] = providers.Dependency()
     """The recurring jobs' sweeper, set by ``Parts.open``."""
 
     # ---------------------------------------------------------- values derived once
