@@ -54,8 +54,6 @@ if TYPE_CHECKING:
     )
     from ratchet_api.store.protocols import JobStore
     from ratchet_core.payload.codec import PayloadCodec
-    from ratchet_core.worker.core import Worker
-    from ratchet_core.worker.parts import Parts
     from ratchet_core.worker.settings import WorkerSettings
 
 _W = "ratchet_core.worker."
@@ -127,7 +125,7 @@ class WorkerParts(containers.DeclarativeContainer):
     the worker and start nothing until it starts."""
 
     # ---------------------------------------------------------- what the worker supplies
-    hub: providers.Dependency[Parts] = providers.Dependency()
+    hub: providers.Dependency[Any] = providers.Dependency()
     """The worker's ``Parts``: shared state and the callbacks between parts."""
     settings: providers.Dependency[WorkerSettings] = providers.Dependency()
     """The ``WorkerSettings``."""
@@ -156,7 +154,7 @@ class WorkerParts(containers.DeclarativeContainer):
     authorization: providers.Dependency[JobAuthorizationPolicy | None] = providers.Dependency(
         default=None
     )
-    worker: providers.Dependency[Worker] = providers.Dependency()
+    worker: providers.Dependency[Any] = providers.Dependency()
     """The worker itself (the workflow driver reads its collaborators); set by ``Parts.open``."""
     recurring: providers.Dependency[Any] = providers.Dependency()
     """The recurring jobs' sweeper, set by ``Parts.open``."""
