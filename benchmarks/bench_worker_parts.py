@@ -7,6 +7,9 @@ with ``git archive`` and put first on ``PYTHONPATH``) and this tree's, on the TC
 
 * **container**: ``RatchetContainer(...)`` (now also copying the ``WorkerParts`` template);
 * **first worker**: the first ``container.worker()`` (imports of the engine included);
+* **to a started worker**: from the first import to the first worker's ``start()`` returned
+  (imports, container, build, the worker, its start: the parts' modules are imported by then
+  on both sides, where the base imports some when the worker is built, this tree at start);
 * **worker**: the median of the next ``--workers`` ``container.worker()`` calls (not started);
 * **worker, one part overridden** (this tree only): the same with
   ``container.worker_parts.completer`` overridden, so every worker copies the override too.
@@ -49,14 +52,18 @@ if override:
     )
 container.build()
 t3 = time.perf_counter()
-container.worker()
+first = container.worker()
 t4 = time.perf_counter()
+first.start()
+t5 = time.perf_counter()
+first.stop()
 times = []
 for _ in range(int(sys.argv[1])):
     started = time.perf_counter()
     container.worker()
     times.append(time.perf_counter() - started)
-print(json.dumps({"container": t2 - t1, "first": t4 - t3, "worker": statistics.median(times)}))
+print(json.dumps({"imports": t1 - t0, "container": t2 - t1, "first": t4 - t3,
+                  "total": t5 - t0, "worker": statistics.median(times)}))
 """
 
 
@@ -68,6 +75,8 @@ def _export(commit: str, into: Path) -> Path:
         )
     with tarfile.open(archive) as tar:
         tar.extractall(into, filter="data")
+    # byte-compiled like this tree (imports must not be compiled on every run)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(into)], check=True)
     return into
 
 
@@ -99,12 +108,16 @@ def main() -> None:
             for name, (root, override) in variants.items():
                 runs[name].append(_run(root, args.workers, override))
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} rounds")
-    print(f"{'variant':<16} {'container ms':>13} {'first worker ms':>16} {'worker us':>10}")
+    print(
+        f"{'variant':<16} {'container ms':>13} {'first worker ms':>16} "
+        f"{'to started ms':>15} {'worker us':>10}"
+    )
     for name, results in runs.items():
         container = statistics.median(r["container"] for r in results) * 1e3
         first = statistics.median(r["first"] for r in results) * 1e3
+        total = statistics.median(r["total"] for r in results) * 1e3
         worker = statistics.median(r["worker"] for r in results) * 1e6
-        print(f"{name:<16} {container:>13.2f} {first:>16.1f} {worker:>10.0f}")
+        print(f"{name:<16} {container:>13.2f} {first:>16.1f} {total:>15.1f} {worker:>10.0f}")
 
 
 if __name__ == "__main__":
