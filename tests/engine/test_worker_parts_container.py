@@ -171,3 +171,28 @@ def test_the_runner_from_the_parts_container_runs_one_job_to_its_outcome(
     else:  # retried later (the default policy), its error kept
         assert written.status is JobStatus.PENDING and written.scheduled_at > entity.scheduled_at
         assert written.attempt == 1 and "boom" in (written.last_error or "")
+
+
+def test_an_override_naming_a_ratchet_provider_shares_it_and_gets_its_worker_s_own_parts(
+    memory: tuple[Any, InMemoryJobStore],
+) -> None:
+    container, store = memory
+    seen: list[UUID] = []
+    parts = container.worker_parts
+    override = providers.Singleton(
+        RecordingCompleter,
+        container.job_store,  # the Ratchet container's own provider: shared, not copied
+        interval=0.001,
+        batch_size=100,
+        metrics=container.metrics_collector,  # a Singleton: copied, it would make a second one
+        subscribers=providers.List(parts.subscriber),  # each worker's own subscriber
+        seen=providers.Object(seen),
+        start=False,
+    )
+    with parts.completer.override(override):
+        one, two = (container.worker(worker_settings=fast_settings()) for _ in range(2))
+        built = [w._parts.container.completer() for w in (one, two)]
+    metrics = container.metrics_collector()
+    assert all(c._store is store and c._metrics is metrics for c in built)
+    assert built[0] is not built[1]
+    assert [c._subscribers for c in built] == [[one._parts.subscriber], [two._parts.subscriber]]
