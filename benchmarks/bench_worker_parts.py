@@ -6,8 +6,10 @@ Each round runs, one after the other in fresh interpreters, the base commit's so
 with ``git archive`` and put first on ``PYTHONPATH``) and this tree's, on the TCK memory store:
 
 * **container**: ``RatchetContainer(...)`` (now also copying the ``WorkerParts`` template);
-* **first worker**: the first ``container.worker()`` (imports of the engine included);
-* **to a started worker**: from the first import to the first worker's ``start()`` returned
+* **imports**: dependency-injector, the Ratchet container's module, the TCK memory store;
+* **first**: the first ``container.worker()`` (imports of the engine included);
+* **start**: its ``start()``;
+* **total**: from the first import to the first worker's ``start()`` returned
   (imports, container, build, the worker, its start: the parts' modules are imported by then
   on both sides, where the base imports some when the worker is built, this tree at start);
 * **worker**: the median of the next ``--workers`` ``container.worker()`` calls (not started);
@@ -63,7 +65,7 @@ for _ in range(int(sys.argv[1])):
     container.worker()
     times.append(time.perf_counter() - started)
 print(json.dumps({"imports": t1 - t0, "container": t2 - t1, "first": t4 - t3,
-                  "total": t5 - t0, "worker": statistics.median(times)}))
+                  "start": t5 - t4, "total": t5 - t0, "worker": statistics.median(times)}))
 """
 
 
@@ -108,16 +110,12 @@ def main() -> None:
             for name, (root, override) in variants.items():
                 runs[name].append(_run(root, args.workers, override))
     print(f"load average {os.getloadavg()[0]:.2f}; medians of {args.rounds} rounds")
-    print(
-        f"{'variant':<16} {'container ms':>13} {'first worker ms':>16} "
-        f"{'to started ms':>15} {'worker us':>10}"
-    )
+    columns = ("imports", "container", "first", "start", "total")
+    print(f"{'variant':<16} " + " ".join(f"{c + ' ms':>12}" for c in columns) + "   worker us")
     for name, results in runs.items():
-        container = statistics.median(r["container"] for r in results) * 1e3
-        first = statistics.median(r["first"] for r in results) * 1e3
-        total = statistics.median(r["total"] for r in results) * 1e3
+        cells = [statistics.median(r[c] for r in results) * 1e3 for c in columns]
         worker = statistics.median(r["worker"] for r in results) * 1e6
-        print(f"{name:<16} {container:>13.2f} {first:>16.1f} {total:>15.1f} {worker:>10.0f}")
+        print(f"{name:<16} " + " ".join(f"{v:>12.1f}" for v in cells) + f" {worker:>11.0f}")
 
 
 if __name__ == "__main__":
