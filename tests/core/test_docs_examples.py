@@ -1,4 +1,5 @@
-"""Every ```python block of the SPI pages and of docs/overriding-an-spi.md runs as written.
+"""Every ```python block of the SPI pages, of docs/overriding-an-spi.md and of docs/worker.md
+runs as written.
 
 (Blocks fenced as ```py are fragments that need an application around them; they are only
 compiled.)"""
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-PAGES = [*sorted((DOCS / "spi").glob("*.md")), DOCS / "overriding-an-spi.md"]
+PAGES = [*sorted((DOCS / "spi").glob("*.md")), DOCS / "overriding-an-spi.md", DOCS / "worker.md"]
 BLOCK = re.compile(r"^```(python|py)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

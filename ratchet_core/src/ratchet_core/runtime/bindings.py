@@ -81,6 +81,10 @@ class ImportTarget:
     def __str__(self) -> str:
         return self.path
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ImportTarget:
+        # immutable: a container copied per worker (runtime/worker_parts.py) shares it
+        return self
+
 
 def lazy(path: str) -> ImportTarget:
     """Shorthand for :class:`ImportTarget`."""

@@ -27,6 +27,7 @@ from ratchet_core.runtime.bindings import (
     binding_for,
     lazy,
 )
+from ratchet_core.runtime.worker_parts import WorkerParts
 
 if TYPE_CHECKING:
     from ratchet_core.runtime.alternatives import AlternativeRegistry, SpiDescription
@@ -243,6 +244,8 @@ class RatchetContainer(containers.DeclarativeContainer):
     lifecycle_hooks = providers.List()
 
     # ---------------------------------------------------------- engine
+    worker_parts = providers.Container(WorkerParts)
+    """The template of every worker's parts: override one here (docs/worker.md)."""
     scheduler = providers.Singleton(
         lazy("ratchet_core.defaults.scheduler.SchedulerService"),
         store=job_store,
@@ -291,6 +294,7 @@ class RatchetContainer(containers.DeclarativeContainer):
         scheduler=scheduler,
         codec=payload_codec,
         authorization=job_authorization_policy,
+        parts=worker_parts,
     )
 
 

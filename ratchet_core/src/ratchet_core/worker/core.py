@@ -1,6 +1,6 @@
 """The worker: claims due jobs and runs them; this class is the facade over its parts.
 
-The parts (see ``docs/worker.md``, "Inside the worker"), wired by :mod:`.parts`:
+The parts (``docs/worker.md``, "Inside the worker"), from the ``WorkerParts`` container:
 
 * the **table of claimed jobs** (``table.py``): every claimed job until its outcome is
   written; slots, gates, states, the ids to heartbeat, all under one lock;
@@ -109,6 +109,7 @@ class Worker:
         breaker_config: CircuitBreakerConfigProvider | None = None,
         codec: PayloadCodec | None = None,
         authorization: JobAuthorizationPolicy | None = None,
+        parts: Any = None,
     ) -> None:
         self.settings = worker_settings or WorkerSettings.from_config(settings)
         self._parts = Parts(
@@ -135,6 +136,7 @@ class Worker:
             breaker_config=breaker_config,
             codec=codec,
             authorization=authorization,
+            template=parts,  # the container's worker_parts, with its overrides
         )
         p = self._parts
         self.node_id = p.node_id

@@ -1,5 +1,6 @@
-"""The wiring of a worker's parts (see ``core.py``): built without threads by
-:class:`Parts`; :meth:`Parts.open` starts the threaded ones, :meth:`Parts.close` stops them.
+"""A worker's parts (see ``core.py``), taken from the parts container
+(:class:`~ratchet_core.runtime.worker_parts.WorkerParts`, where they are wired) without threads
+by :class:`Parts`; :meth:`Parts.open` starts the threaded ones, :meth:`Parts.close` stops them.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import Any, cast
 from uuid import UUID
 
 import attrs
+from dependency_injector import providers
 
 from ratchet_api.errors import ConfigurationError
-from ratchet_api.model import ThreadingMode
 from ratchet_api.spi import (
     BeanResolver,
     CircuitBreakerConfigProvider,
@@ -40,25 +41,20 @@ from ratchet_api.spi import (
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import (
     JobAuditStore,
-    JobExtensionStore,
     JobQueryStore,
     JobStore,
     WorkerBatchStore,
 )
-from ratchet_core.defaults.authorization import effective_policy
 from ratchet_core.defaults.execution import concurrency_key
 from ratchet_core.features.batches import BatchTracker
 from ratchet_core.features.flow_control import FlowControl
-from ratchet_core.features.retention import RetentionTask
-from ratchet_core.features.workflow.driver import WorkflowDriver, create_driver
-from ratchet_core.observability.tracing import tracing_from_config
+from ratchet_core.features.workflow.driver import WorkflowDriver
 from ratchet_core.payload.codec import PayloadCodec
-from ratchet_core.worker.admission import Admission
+from ratchet_core.runtime.worker_parts import parts_for_worker
 from ratchet_core.worker.completion import CompletionBatcher, PendingWrite
 from ratchet_core.worker.dispatch import DispatchMarks
 from ratchet_core.worker.dispatcher import Dispatcher
 from ratchet_core.worker.execution import ASYNC_GATE, SYNC_GATE, ClaimedJob, GateKey
-from ratchet_core.worker.executor import JobExecutor
 from ratchet_core.worker.maintenance import Maintenance
 from ratchet_core.worker.metrics_guard import GuardedMetrics
 from ratchet_core.worker.poller_guard import PollerGuard
@@ -74,7 +70,9 @@ _log = logging.getLogger("ratchet.worker")
 
 class Parts:
     """A worker's parts and the little state they share (the store clock's offset, the jobs
-    this worker deferred), from the worker's constructor arguments."""
+    this worker deferred), from the worker's constructor arguments. The parts come from a copy
+    of ``template`` (a ``WorkerParts`` container and its overrides; a new one when None) whose
+    slots this fills; it stays as :attr:`container`."""
 
     def __init__(
         self,
@@ -102,6 +100,7 @@ class Parts:
         breaker_config: CircuitBreakerConfigProvider | None,
         codec: PayloadCodec | None,
         authorization: JobAuthorizationPolicy | None,
+        template: Any = None,
     ) -> None:
         s = settings
         self.settings = s
@@ -124,141 +123,73 @@ class Parts:
         self._tags = None if tag_filter.is_empty else tag_filter
         self.targets = list(s.execution_targets) or None
         self._config = config
-        self._startup = startup
         self._executor_provider = executor_provider
         self._tuning = tuning
-        codec = codec if codec is not None else PayloadCodec.disabled()
         self._clock_offset = timedelta(0)
         self._deferred: dict[UUID, datetime] = {}
         self._deferred_lock = threading.Lock()
         self.query = store.capability(JobQueryStore)
         self._fast = store.capability(WorkerBatchStore)
-        self.audit = store.capability(JobAuditStore) if s.audit else None
-        retention = RetentionTask.from_config(store, config, startup)
-        self._maintenance_tasks = [retention] if retention is not None else []
-
-        self.inline = tuning.default_threading_mode() is ThreadingMode.INLINE
         self.sync_limit = tuning.max_concurrency("sync", s.concurrency)
         self.async_limit = tuning.max_concurrency("async", s.concurrency)
-        self.counters = Counters()
-        self.guard = PollerGuard(self.node_id, breaker_config, self.metrics)
-        self.flow = FlowControl(store, config, self.metrics)
-        self.marks = DispatchMarks(store, delay=s.flush_interval.total_seconds())
-        capacity = max(1, s.concurrency + s.prefetch)
-        self.table = ClaimedJobs(
-            concurrency=s.concurrency,
-            prefetch=s.prefetch,
-            backlog=max(s.flush_batch_size, capacity),
-            watermark=max(1, min(s.claim_batch_size, capacity) // 2),
-            gate_limit=self._gate_limit,
-            on_free=self._room_freed,
-        )
         self.completer: CompletionBatcher | None = None
         self.workflow: WorkflowDriver | None = None
         self.maintenance: Maintenance | None = None
-        self.batches = BatchTracker(store, on_released=self._poll_now)
-        executor = JobExecutor(
-            loader=self.loader,
-            arg_resolver=arg_resolver,
-            bean_resolver=bean_resolver,
-            resilience=resilience,
-            logger_factory=logger_factory,
-            serializer=serializer,
-            sanitizer=sanitizer,
-            extension=store.capability(JobExtensionStore),
-            node_id=self.node_id,
-            codec=codec,
-            authorization=effective_policy(authorization),
-            tracing=tracing_from_config(config, codec),  # opens sealed trace contexts
-        )
-        admission = Admission(
-            flow=self.flow,
-            resilience=resilience,
-            marks=self.marks,
-            mark_lease=s.node_timeout.total_seconds() / 2,
-            now=self.now,
+        # every part comes from the parts container (docs/worker.md, "Inside the worker")
+        c = self.container = parts_for_worker(
+            template,
+            hub=self,
+            settings=s,
+            config=config,
+            store=store,
             metrics=self.metrics,
-        )
-        self.runner = JobRunner(
-            table=self.table,
-            executor=executor,
-            admission=admission,
-            completer=lambda: self.completer,
-            flow=self.flow,
-            marks=self.marks,
+            node_id=self.node_id,
+            identity=self.identity,
+            loader=loader,
+            serializer=serializer,
             retry_policy=retry_policy,
             sanitizer=sanitizer,
-            results=result_persistence,
-            codec=codec,
-            metrics=self.metrics,
-            node_id=self.node_id,
-            audit=self.audit is not None,
-            now=self.now,
-        )
-        self.dispatcher = Dispatcher(
-            table=self.table,
-            executor=executor,
-            runner=self.runner,
-            inline=self.inline,
-            node_id=self.node_id,
-        )
-        self.producer = Producer(
-            self.table,
-            self._claim,
-            self.guard,
-            s.claim_batch_size,
-            accept=self._accept,
+            tuning=tuning,
             polling=polling,
-            settings=s,
-            metrics=self.metrics,
-            node_id=self.node_id,
-            between_polls=self._between_polls,
+            logger_factory=logger_factory,
+            bean_resolver=bean_resolver,
+            startup=startup,
+            result_persistence=result_persistence,
+            arg_resolver=arg_resolver,
+            resilience=resilience,
+            breaker_config=breaker_config,
+            codec=codec,
+            authorization=authorization,
         )
-        self.subscriber = WorkerSubscriber(
-            table=self.table,
-            counters=self.counters,
-            batches=self.batches,
-            workflow=lambda: self.workflow,
-            node_id=self.node_id,
-            on_deferred=self._note_deferred,
-        )
+        self.audit: JobAuditStore | None = c.audit()
+        retention = c.retention()
+        self.maintenance_tasks = [retention] if retention is not None else []
+        self.inline: bool = c.inline()
+        self.counters: Counters = c.counters()
+        self.guard: PollerGuard = c.guard()
+        self.flow: FlowControl = c.flow()
+        self.marks: DispatchMarks = c.marks()
+        self.table: ClaimedJobs = c.table()
+        self.batches: BatchTracker = c.batches()
+        self.runner: JobRunner = c.runner()
+        self.dispatcher: Dispatcher = c.dispatcher()
+        self.producer: Producer = c.producer()
+        self.subscriber: WorkerSubscriber = c.subscriber()
 
     # ------------------------------------------------------------ lifecycle
 
     def open(self, worker: Any, recurring: Any) -> None:
         """Start the completer, the job threads' pool, the workflow driver and maintenance."""
-        s = self.settings
+        c = self.container
         self.refresh_clock()
-        self.completer = CompletionBatcher(
-            self.store,
-            interval=s.flush_interval.total_seconds(),
-            batch_size=s.flush_batch_size,
-            metrics=self.metrics,
-            audit=self.audit,
-            store_name=self.store_name,
-            subscribers=[self.subscriber],
-            max_pending=self.table.backlog + self.table.capacity,
-            # beyond that the job's heartbeat has stopped mattering: recovery runs it again
-            give_up_after=2 * s.node_timeout.total_seconds(),
-        )
+        self.completer = c.completer()
         self.marks.attach(self.completer)  # noted started marks go in its batches
         if not self.inline:
             self.dispatcher.open(self._executor_provider.job_executor(self.sync_limit))
-        self.workflow = create_driver(worker, self.producer.request_poll)
-        self.maintenance = Maintenance(
-            self.store,
-            self.identity,
-            self._startup,
-            heartbeat_interval=s.heartbeat_interval,
-            node_timeout=s.node_timeout,
-            recovery_interval=s.recovery_interval,
-            owned_ids=self.table.owned_ids,
-            on_recovered=lambda n: self.counters.add("recovered", n),
-            on_clock=self._set_clock,
-            recurring=recurring,
-            sweeps=(self.workflow.sweep,),
-            tasks=self._maintenance_tasks,
-        )
+        c.worker.override(providers.Object(worker))
+        c.recurring.override(providers.Object(recurring))
+        self.workflow = c.workflow()
+        self.maintenance = c.maintenance()
         self.maintenance.start()
 
     def close(self) -> None:
@@ -297,25 +228,31 @@ class Parts:
         except Exception:  # noqa: BLE001 - local clock then
             _log.debug("reading the store clock failed", exc_info=True)
 
-    # ------------------------------------------------------------ helpers
+    # ------------------------------------------------------------ what the parts call back
 
-    def _accept(self, job: ClaimedJob) -> None:
+    def current_completer(self) -> CompletionBatcher | None:
+        return self.completer
+
+    def current_workflow(self) -> WorkflowDriver | None:
+        return self.workflow
+
+    def accept(self, job: ClaimedJob) -> None:
         self.counters.add("claimed")
         self.dispatcher.accept(job)
 
-    def _room_freed(self) -> None:
+    def room_freed(self) -> None:
         self.producer.wake.set()
 
-    def _poll_now(self) -> None:
+    def poll_now(self) -> None:
         self.producer.request_poll()
 
-    def _between_polls(self) -> None:
+    def between_polls(self) -> None:
         self.batches.sweep_every(self.settings.recovery_interval.total_seconds())
 
-    def _set_clock(self, offset: timedelta) -> None:
+    def set_clock(self, offset: timedelta) -> None:
         self._clock_offset = offset
 
-    def _note_deferred(self, item: PendingWrite) -> None:
+    def note_deferred(self, item: PendingWrite) -> None:
         if item.run_at is None:
             return
         with self._deferred_lock:
@@ -324,7 +261,7 @@ class Parts:
                 for job_id in list(self._deferred)[:1000]:
                     del self._deferred[job_id]
 
-    def _claim(self, limit: int) -> list[JobEntity]:
+    def claim(self, limit: int) -> list[JobEntity]:
         started = time.perf_counter()
         try:
             if self._fast is not None:
@@ -354,7 +291,7 @@ class Parts:
             int((time.perf_counter() - started) * 1000),
         )
 
-    def _gate_limit(self, key: GateKey) -> int:
+    def gate_limit(self, key: GateKey) -> int:
         """The concurrency of a gate: the kinds' from the tuning; an execution target label's
         ``worker.concurrency.<label>``, else the default (reported once as
         ``execution_target_fallback``)."""
