@@ -111,7 +111,7 @@ def only_on(index: sa.Index, *dialects: str) -> sa.Index:
     """Declare ``index`` as one of ``dialects`` only: ``create_all`` builds it there alone
     (``Index.ddl_if``) and :func:`declared_on` tells a schema comparison where it belongs."""
     assert index.name is not None
-    index.ddl_if(dialect=dialects)
+    index.ddl_if(dialect=dialects)  # type: ignore[arg-type]  # a tuple, as documented
     _ONLY_ON[str(index.name)] = dialects
     return index
 

@@ -18,6 +18,7 @@ index: unchanged there.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -29,7 +30,7 @@ depends_on: str | Sequence[str] | None = None
 
 OLD = "ix_ratchet_jobs_fair_claim"
 NEW = "ix_ratchet_jobs_status_fair_claim"
-ORDER = [sa.literal_column("priority DESC"), "scheduled_at", "id"]
+ORDER: list[str | sa.ColumnElement[Any]] = [sa.literal_column("priority DESC"), "scheduled_at", "id"]
 
 
 def _mysql() -> bool:
