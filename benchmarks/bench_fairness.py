@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import signal
 import statistics
@@ -50,6 +51,7 @@ import sqlalchemy as sa
 from ratchet_api.ids import uuid7
 from ratchet_api.store import SchemaManager
 from ratchet_store_sql._dialects.base import ReturningClaim
+from ratchet_store_sql.schema import jobs
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -154,6 +156,7 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
         load_backlog(scheduler, store, backlog, "tenant-a" if fair else None)
     worker = worker_process(url, args.concurrency)
     ids: list[UUID] = []
+    committed: dict[UUID, datetime] = {}  # when enqueue() returned: the job visible by then
     stop = threading.Event()
 
     def arrivals() -> None:
@@ -163,13 +166,16 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
             builder = scheduler.job(targets.noop)
             if fair:
                 builder = builder.fairness_key(OTHERS[turn % len(OTHERS)])
-            ids.append(builder.enqueue())
+            job_id = builder.enqueue()
+            committed[job_id] = datetime.now(UTC)
+            ids.append(job_id)
             turn += 1
             next_at += args.interval
             stop.wait(max(0.0, next_at - time.monotonic()))
 
     time.sleep(3.0)  # the worker process is up and past its first claims
     producer = threading.Thread(target=arrivals, daemon=True)
+    window = datetime.now(UTC)
     started = time.monotonic()
     producer.start()
     time.sleep(args.seconds)
@@ -182,11 +188,13 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
     worker.wait(timeout=60)
     waits: list[float] = []
     runs: list[float] = []  # to the worker starting the job (dispatched_at: claim or later mark)
+    enqueues: list[float] = []  # scheduled_at (stamped before the INSERT) to enqueue() returned
     censored: list[float] = []
     not_started = 0
     for job_id in ids:
         job = store.find_by_id(job_id)
         assert job is not None
+        enqueues.append((committed[job_id] - job.scheduled_at).total_seconds())
         if job.started_at is None:
             not_started += 1
             censored.append((end - job.scheduled_at).total_seconds())
@@ -203,6 +211,17 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
                     sa.text("SELECT count(*) FROM ratchet_jobs WHERE status <> 'PENDING'")
                 ).scalar_one()
             ) - (len(ids) - not_started)
+    # the worker's claims in the arrivals' window: one started_at per claim statement
+    with store.engine.connect() as conn:
+        stamps = list(
+            conn.execute(
+                sa.select(jobs.c.started_at)
+                .where(jobs.c.started_at >= window)
+                .group_by(jobs.c.started_at)
+                .order_by(jobs.c.started_at)
+            ).scalars()
+        )
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(stamps)]
     store.close()
     p99 = percentile(waits, 99)
     return {
@@ -211,6 +230,11 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
         "p50_ms": percentile(waits, 50) * 1000,
         "p99_ms": p99 * 1000,
         "p99_lower_bound": bool(censored) and p99 >= min(censored),
+        "claims": len(stamps),
+        "gap_p50_ms": percentile(gaps, 50) * 1000 if gaps else float("nan"),
+        "gap_p99_ms": percentile(gaps, 99) * 1000 if gaps else float("nan"),
+        "enqueue_p50_ms": percentile(enqueues, 50) * 1000,
+        "enqueue_p99_ms": percentile(enqueues, 99) * 1000,
         "run_p50_ms": percentile(runs, 50) * 1000 if runs else float("nan"),
         "run_p99_ms": percentile(runs, 99) * 1000 if runs else float("nan"),
         "backlog_jobs_per_s": done_a / elapsed if backlog else 0.0,
@@ -282,9 +306,9 @@ def main() -> None:
     print(f"load average at start: {load_average()}")
     print(
         "| backend | run | other tenants' jobs | not started | p50 wait ms | p99 wait ms "
-        "| p99 / empty p99 | tenant A jobs/s | p50 / p99 to start ms |"
+        "| p99 / empty p99 | tenant A jobs/s | p50 / p99 to start ms | p50 / p99 enqueue ms | claims: n, gap p50 / p99 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         url = fresh_url(backend, workdir)
         results: list[tuple[str, dict[str, Any]]] = []
@@ -299,7 +323,9 @@ def main() -> None:
             print(
                 f"| {backend} | {name} | {r['jobs']} | {r['not_started']} | {r['p50_ms']:.1f} "
                 f"| {bound}{r['p99_ms']:.1f} | {bound}{ratio:.2f}x | "
-                f"{r['backlog_jobs_per_s']:.0f} | {r['run_p50_ms']:.1f} / {r['run_p99_ms']:.1f} |",
+                f"{r['backlog_jobs_per_s']:.0f} | {r['run_p50_ms']:.1f} / {r['run_p99_ms']:.1f} "
+                f"| {r['enqueue_p50_ms']:.1f} / {r['enqueue_p99_ms']:.1f} "
+                f"| {r['claims']}, {r['gap_p50_ms']:.1f} / {r['gap_p99_ms']:.1f} |",
                 flush=True,
             )
         if not args.skip_claims:
