@@ -19,6 +19,12 @@ enqueue's). A job of B..E not started when the run ends counts with the time it 
 far (a lower bound: its p99 is then printed with ``>=``). The target: with fairness, the p99
 wait of the other tenants stays within 2x of the empty run's.
 
+Besides the wait, each run prints the time to the worker starting the job (``dispatched_at``:
+the claim for jobs that start at once, the later started mark for prefetched ones), the
+enqueue's own time (``scheduled_at`` to ``enqueue()`` returned) and the worker's claims in the
+window (their count and the gaps between their ``started_at`` stamps); ``--prefetch`` sets
+``worker.prefetch``.
+
 Then the claim itself, no worker running (``--claims`` claims of ``--claim-limit`` jobs each,
 median ms, the two variants interleaved): over ``--backlog`` unkeyed jobs, the plain statement
 against the store as shipped (which probes for keyed jobs at most once a second and keeps the
@@ -100,13 +106,15 @@ def container(url: str) -> Any:
     return made
 
 
-def worker_process(url: str, concurrency: int) -> subprocess.Popen[bytes]:
+def worker_process(url: str, concurrency: int, prefetch: int | None) -> subprocess.Popen[bytes]:
     """``ratchet worker`` in a process of its own (producers are other processes too)."""
     values = {
         "store.url": url,
         "security.allowed_packages": "tests.",
         "worker.concurrency": str(concurrency),
     }
+    if prefetch is not None:
+        values["worker.prefetch"] = str(prefetch)
     command = [RATCHET]
     for key, value in values.items():
         command += ["--set", f"{key}={value}"]
@@ -154,7 +162,7 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
     clear_jobs(store)
     if backlog:
         load_backlog(scheduler, store, backlog, "tenant-a" if fair else None)
-    worker = worker_process(url, args.concurrency)
+    worker = worker_process(url, args.concurrency, args.prefetch)
     ids: list[UUID] = []
     committed: dict[UUID, datetime] = {}  # when enqueue() returned: the job visible by then
     stop = threading.Event()
@@ -295,6 +303,9 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=2.0)
     parser.add_argument("--interval", type=float, default=0.025)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--prefetch", type=int, default=None, help="worker.prefetch (default: the concurrency)"
+    )
     parser.add_argument("--claims", type=int, default=30)
     parser.add_argument("--claim-limit", type=int, default=8)
     parser.add_argument("--skip-claims", action="store_true")
