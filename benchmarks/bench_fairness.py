@@ -19,6 +19,12 @@ enqueue's). A job of B..E not started when the run ends counts with the time it 
 far (a lower bound: its p99 is then printed with ``>=``). The target: with fairness, the p99
 wait of the other tenants stays within 2x of the empty run's.
 
+Besides the wait, each run prints the time to the worker starting the job (``dispatched_at``:
+the claim for jobs that start at once, the later started mark for prefetched ones), the
+enqueue's own time (``scheduled_at`` to ``enqueue()`` returned) and the worker's claims in the
+window (their count and the gaps between their ``started_at`` stamps); ``--prefetch`` sets
+``worker.prefetch``.
+
 Then the claim itself, no worker running (``--claims`` claims of ``--claim-limit`` jobs each,
 median ms, the two variants interleaved): over ``--backlog`` unkeyed jobs, the plain statement
 against the store as shipped (which probes for keyed jobs at most once a second and keeps the
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import signal
 import statistics
@@ -50,6 +57,7 @@ import sqlalchemy as sa
 from ratchet_api.ids import uuid7
 from ratchet_api.store import SchemaManager
 from ratchet_store_sql._dialects.base import ReturningClaim
+from ratchet_store_sql.schema import jobs
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -98,13 +106,15 @@ def container(url: str) -> Any:
     return made
 
 
-def worker_process(url: str, concurrency: int) -> subprocess.Popen[bytes]:
+def worker_process(url: str, concurrency: int, prefetch: int | None) -> subprocess.Popen[bytes]:
     """``ratchet worker`` in a process of its own (producers are other processes too)."""
     values = {
         "store.url": url,
         "security.allowed_packages": "tests.",
         "worker.concurrency": str(concurrency),
     }
+    if prefetch is not None:
+        values["worker.prefetch"] = str(prefetch)
     command = [RATCHET]
     for key, value in values.items():
         command += ["--set", f"{key}={value}"]
@@ -152,8 +162,9 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
     clear_jobs(store)
     if backlog:
         load_backlog(scheduler, store, backlog, "tenant-a" if fair else None)
-    worker = worker_process(url, args.concurrency)
+    worker = worker_process(url, args.concurrency, args.prefetch)
     ids: list[UUID] = []
+    committed: dict[UUID, datetime] = {}  # when enqueue() returned: the job visible by then
     stop = threading.Event()
 
     def arrivals() -> None:
@@ -163,13 +174,16 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
             builder = scheduler.job(targets.noop)
             if fair:
                 builder = builder.fairness_key(OTHERS[turn % len(OTHERS)])
-            ids.append(builder.enqueue())
+            job_id = builder.enqueue()
+            committed[job_id] = datetime.now(UTC)
+            ids.append(job_id)
             turn += 1
             next_at += args.interval
             stop.wait(max(0.0, next_at - time.monotonic()))
 
     time.sleep(3.0)  # the worker process is up and past its first claims
     producer = threading.Thread(target=arrivals, daemon=True)
+    window = datetime.now(UTC)
     started = time.monotonic()
     producer.start()
     time.sleep(args.seconds)
@@ -181,17 +195,22 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
     worker.send_signal(signal.SIGTERM)
     worker.wait(timeout=60)
     waits: list[float] = []
+    runs: list[float] = []  # to the worker starting the job (dispatched_at: claim or later mark)
+    enqueues: list[float] = []  # scheduled_at (stamped before the INSERT) to enqueue() returned
     censored: list[float] = []
     not_started = 0
     for job_id in ids:
         job = store.find_by_id(job_id)
         assert job is not None
+        enqueues.append((committed[job_id] - job.scheduled_at).total_seconds())
         if job.started_at is None:
             not_started += 1
             censored.append((end - job.scheduled_at).total_seconds())
             waits.append(censored[-1])
         else:
             waits.append((job.started_at - job.scheduled_at).total_seconds())
+            if job.dispatched_at is not None:
+                runs.append((job.dispatched_at - job.scheduled_at).total_seconds())
     done_a = 0
     if backlog:
         with store.engine.connect() as conn:
@@ -200,6 +219,17 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
                     sa.text("SELECT count(*) FROM ratchet_jobs WHERE status <> 'PENDING'")
                 ).scalar_one()
             ) - (len(ids) - not_started)
+    # the worker's claims in the arrivals' window: one started_at per claim statement
+    with store.engine.connect() as conn:
+        stamps = list(
+            conn.execute(
+                sa.select(jobs.c.started_at)
+                .where(jobs.c.started_at >= window)
+                .group_by(jobs.c.started_at)
+                .order_by(jobs.c.started_at)
+            ).scalars()
+        )
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(stamps)]
     store.close()
     p99 = percentile(waits, 99)
     return {
@@ -208,6 +238,13 @@ def run(url: str, args: argparse.Namespace, backlog: int, fair: bool) -> dict[st
         "p50_ms": percentile(waits, 50) * 1000,
         "p99_ms": p99 * 1000,
         "p99_lower_bound": bool(censored) and p99 >= min(censored),
+        "claims": len(stamps),
+        "gap_p50_ms": percentile(gaps, 50) * 1000 if gaps else float("nan"),
+        "gap_p99_ms": percentile(gaps, 99) * 1000 if gaps else float("nan"),
+        "enqueue_p50_ms": percentile(enqueues, 50) * 1000,
+        "enqueue_p99_ms": percentile(enqueues, 99) * 1000,
+        "run_p50_ms": percentile(runs, 50) * 1000 if runs else float("nan"),
+        "run_p99_ms": percentile(runs, 99) * 1000 if runs else float("nan"),
         "backlog_jobs_per_s": done_a / elapsed if backlog else 0.0,
     }
 
@@ -266,6 +303,9 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=2.0)
     parser.add_argument("--interval", type=float, default=0.025)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument(
+        "--prefetch", type=int, default=None, help="worker.prefetch (default: the concurrency)"
+    )
     parser.add_argument("--claims", type=int, default=30)
     parser.add_argument("--claim-limit", type=int, default=8)
     parser.add_argument("--skip-claims", action="store_true")
@@ -277,9 +317,9 @@ def main() -> None:
     print(f"load average at start: {load_average()}")
     print(
         "| backend | run | other tenants' jobs | not started | p50 wait ms | p99 wait ms "
-        "| p99 / empty p99 | tenant A jobs/s |"
+        "| p99 / empty p99 | tenant A jobs/s | p50 / p99 to start ms | p50 / p99 enqueue ms | claims: n, gap p50 / p99 ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for backend in args.backends.split(","):
         url = fresh_url(backend, workdir)
         results: list[tuple[str, dict[str, Any]]] = []
@@ -294,7 +334,9 @@ def main() -> None:
             print(
                 f"| {backend} | {name} | {r['jobs']} | {r['not_started']} | {r['p50_ms']:.1f} "
                 f"| {bound}{r['p99_ms']:.1f} | {bound}{ratio:.2f}x | "
-                f"{r['backlog_jobs_per_s']:.0f} |",
+                f"{r['backlog_jobs_per_s']:.0f} | {r['run_p50_ms']:.1f} / {r['run_p99_ms']:.1f} "
+                f"| {r['enqueue_p50_ms']:.1f} / {r['enqueue_p99_ms']:.1f} "
+                f"| {r['claims']}, {r['gap_p50_ms']:.1f} / {r['gap_p99_ms']:.1f} |",
                 flush=True,
             )
         if not args.skip_claims:

@@ -101,6 +101,30 @@ class PartialIndex(sa.Index):
         return _PartialOptions(self)
 
 
+MYSQL_DIALECTS = ("mysql", "mariadb")
+"""SQLAlchemy's names of MySQL and MariaDB (MariaDB through ``mysql+...`` URLs is ``mysql``)."""
+_ONLY_ON: dict[str, tuple[str, ...]] = {}
+"""Indexes that exist on some dialects only, by name: their dialects."""
+
+
+def only_on(index: sa.Index, *dialects: str) -> sa.Index:
+    """Declare ``index`` as one of ``dialects`` only: ``create_all`` builds it there alone
+    (``Index.ddl_if``) and :func:`declared_on` tells a schema comparison where it belongs."""
+    assert index.name is not None
+    index.ddl_if(dialect=dialects)  # type: ignore[arg-type]  # a tuple, as documented
+    _ONLY_ON[str(index.name)] = dialects
+    return index
+
+
+def declared_on(name: str | None, type_: str, dialect_name: str) -> bool:
+    """Whether the object ``name`` of kind ``type_`` (Alembic's kinds) belongs to the schema of
+    ``dialect_name`` (False: an index declared :func:`only_on` other dialects). For Alembic's
+    ``include_object``, which sees the declared objects (``include_name`` sees only the
+    database's)."""
+    dialects = _ONLY_ON.get(name or "") if type_ == "index" else None
+    return dialects is None or dialect_name in dialects
+
+
 KEY = MAX_KEY_LENGTH
 STATUS_LEN = 20
 
@@ -181,17 +205,33 @@ for _name, _columns, _column in (
     ("ix_ratchet_jobs_batch_id", ("batch_id",), "batch_id"),
 ):
     PartialIndex(_name, *(jobs.c[c] for c in _columns), where=jobs.c[_column].is_not(None))
-# The fair claim (migrations 0016, 0017): PENDING jobs by fairness key, then in claim order, so
-# the claim reads each key's first jobs (and the keys themselves, one probe each) without
-# sorting a key's backlog. The key leads: a probe for the next key or for the unkeyed group
-# (NULL, last) descends straight to it. Partial where supported; MySQL/MariaDB index every row.
-PartialIndex(
-    "ix_ratchet_jobs_fair_claim",
-    jobs.c.fairness_key,
-    jobs.c.priority.desc(),
-    jobs.c.scheduled_at,
-    jobs.c.id,
-    where=jobs.c.status == "PENDING",
+# The fair claim (migrations 0016, 0017, 0021): PENDING jobs by fairness key, then in claim
+# order, so the claim reads each key's first jobs (and the keys themselves, one probe each)
+# without sorting a key's backlog. On PostgreSQL and SQLite the index is partial (PENDING only)
+# and the key leads: a probe for the next key or for the unkeyed group (NULL, last) descends
+# straight to it. MySQL/MariaDB have no partial indexes: there the status leads, so that a probe
+# skips the finished jobs of a drained backlog (migration 0021).
+only_on(
+    PartialIndex(
+        "ix_ratchet_jobs_fair_claim",
+        jobs.c.fairness_key,
+        jobs.c.priority.desc(),
+        jobs.c.scheduled_at,
+        jobs.c.id,
+        where=jobs.c.status == "PENDING",
+    ),
+    *PARTIAL_INDEX_DIALECTS,
+)
+only_on(
+    sa.Index(
+        "ix_ratchet_jobs_status_fair_claim",
+        jobs.c.status,
+        jobs.c.fairness_key,
+        jobs.c.priority.desc(),
+        jobs.c.scheduled_at,
+        jobs.c.id,
+    ),
+    *MYSQL_DIALECTS,
 )
 sa.Index("ix_ratchet_jobs_created_at", jobs.c.created_at)
 sa.Index("ix_ratchet_jobs_target", jobs.c.target)
@@ -410,6 +450,7 @@ def described_by_metadata(name: str | None, type_: str) -> bool:
 
 __all__ = [
     "HISTORY_PARTITION",
+    "MYSQL_DIALECTS",
     "NAMING_CONVENTION",
     "PARTIAL_INDEX_DIALECTS",
     "POSTGRESQL_ONLY_CONSTRAINTS",
@@ -418,6 +459,7 @@ __all__ = [
     "PartialIndex",
     "archived_jobs",
     "batches",
+    "declared_on",
     "described_by_metadata",
     "executions",
     "job_logs",
@@ -428,6 +470,7 @@ __all__ = [
     "locks",
     "metadata",
     "nodes",
+    "only_on",
     "rate_limits",
     "recurring_jobs",
     "resource_permits",

@@ -163,6 +163,7 @@ def fair_candidates(
     tag_filter: NodeTagFilter | None,
     *,
     index_hint: str = "",
+    keys: Sequence[str] | None = None,
 ) -> list[UUID]:
     """The ids a fair claim of ``limit`` jobs takes, best first (``FairClaimStore``), and as
     many again behind them for a claimer that finds some taken.
@@ -173,13 +174,17 @@ def fair_candidates(
     rows however long one key's backlog is. The RUNNING jobs per key (a handful) are counted
     and the candidates ranked as ``ratchet_api.store.fairness.fair_claim_order`` does.
     ``index_hint`` (SQLite: ``INDEXED BY ...``) names the index for a planner without
-    statistics, which prefers the claim index's equality on status and scans the backlog."""
-    keys_sql = _FAIR_KEYS.format(hint=f" {index_hint}" if index_hint else "")
-    keys: list[str | None] = [*conn.execute(sa.text(keys_sql)).scalars(), None]
+    statistics, which prefers the claim index's equality on status and scans the backlog.
+    ``keys``: the fairness keys of PENDING jobs when the dialect reads them itself (else one
+    recursive statement reads them)."""
+    if keys is None:
+        keys_sql = _FAIR_KEYS.format(hint=f" {index_hint}" if index_hint else "")
+        keys = list(conn.execute(sa.text(keys_sql)).scalars())
+    groups: list[str | None] = [*keys, None]
     where = claim_filter(now, execution_targets, tag_filter)
     columns = (J.c.id, J.c.priority, J.c.scheduled_at, J.c.fairness_key)
     found: list[Any] = []
-    for part in chunks(keys, FAIR_KEYS_PER_STATEMENT):
+    for part in chunks(groups, FAIR_KEYS_PER_STATEMENT):
         branches = [
             sa.select(
                 sa.select(*columns)

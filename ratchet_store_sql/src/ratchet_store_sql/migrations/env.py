@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from alembic import context
 
-from ratchet_store_sql.schema import VERSION_TABLE, described_by_metadata, metadata
+from ratchet_store_sql.schema import VERSION_TABLE, declared_on, described_by_metadata, metadata
 
 
 def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
     return name != VERSION_TABLE and described_by_metadata(name, type_)
+
+
+def _include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    # an index of other dialects only (schema.only_on) is not missing here
+    return reflected or declared_on(name, type_, context.get_bind().dialect.name)
 
 
 def run_migrations() -> None:
@@ -27,6 +34,7 @@ def run_migrations() -> None:
         target_metadata=metadata,
         version_table=VERSION_TABLE,
         include_name=_include_name,
+        include_object=_include_object,
         compare_type=True,
         render_as_batch=connection.dialect.name == "sqlite",
     )
