@@ -1,4 +1,4 @@
-"""MySQL/MariaDB's fair claim reads ``ix_ratchet_jobs_status_fair_claim`` (migration 0021): the
+"""MySQL/MariaDB's fair claim reads ``ix_ratchet_jobs_status_fair_claim`` (migration 0019): the
 keys of PENDING jobs one probe each and each key's first jobs, as short ranges of PENDING
 entries however many finished jobs a drained backlog left in the table. Checked with MariaDB's
 ``ANALYZE FORMAT=JSON`` (the rows each read really took), next to what the claim does with them.

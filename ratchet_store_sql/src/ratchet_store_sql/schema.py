@@ -205,12 +205,12 @@ for _name, _columns, _column in (
     ("ix_ratchet_jobs_batch_id", ("batch_id",), "batch_id"),
 ):
     PartialIndex(_name, *(jobs.c[c] for c in _columns), where=jobs.c[_column].is_not(None))
-# The fair claim (migrations 0016, 0017, 0021): PENDING jobs by fairness key, then in claim
+# The fair claim (migrations 0016, 0017, 0019): PENDING jobs by fairness key, then in claim
 # order, so the claim reads each key's first jobs (and the keys themselves, one probe each)
 # without sorting a key's backlog. On PostgreSQL and SQLite the index is partial (PENDING only)
 # and the key leads: a probe for the next key or for the unkeyed group (NULL, last) descends
 # straight to it. MySQL/MariaDB have no partial indexes: there the status leads, so that a probe
-# skips the finished jobs of a drained backlog (migration 0021).
+# skips the finished jobs of a drained backlog (migration 0019).
 only_on(
     PartialIndex(
         "ix_ratchet_jobs_fair_claim",

@@ -1,6 +1,6 @@
 """MySQL/MariaDB: the fair claim's index leads with the status
 
-Revision ID: 0021
+Revision ID: 0019
 Revises: 0018
 Create Date: 2026-12-04 22:30:00
 
@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0021"
+revision: str = "0019"
 down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
