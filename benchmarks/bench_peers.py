@@ -7,6 +7,7 @@ Usage::
     .venv/bin/python benchmarks/bench_peers.py                    # 10,000 jobs, 3 rounds
     .venv/bin/python benchmarks/bench_peers.py --jobs 2000 --repeats 1 --samples 50   # quick
     .venv/bin/python benchmarks/bench_peers.py --backend sqlite
+    .venv/bin/python benchmarks/bench_peers.py --only latency --code ../main   # main's worker
 
 Both systems of a backend run in the same round on the same database server (PostgreSQL: one
 scratch database created and dropped by the run, holding both systems' tables; SQLite: two

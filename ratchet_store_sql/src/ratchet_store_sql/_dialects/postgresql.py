@@ -287,8 +287,8 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     def fail_chunk(
         self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
-        # One constant statement whatever the chunk: the writes travel as arrays joined back
-        # with unnest; the dead letters are counted in their batches by the same statement.
+        # One constant statement whatever the chunk: the writes travel as one JSON document
+        # (``_json_rows``); the dead letters are counted in their batches by the same statement.
         rows = [
             (
                 f.job_id.hex,
@@ -308,7 +308,7 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
         self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
         # One constant statement per batch whatever its size (prepared by psycopg after a few
-        # runs): the fenced pairs travel as three arrays joined back with unnest.
+        # runs): the fenced rows travel as one JSON document (``_json_rows``).
         rows = [(c.job_id.hex, c.claim_seq, c.result) for c in part]
         return set(conn.execute(_SUCCEED_MANY, {"rows": _json_rows(rows)}).scalars())
 
@@ -368,8 +368,8 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
             _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
 
     def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
-        # one statement whatever the number of records (columns travel as arrays), so it runs
-        # in autocommit: one round trip
+        # one statement whatever the number of records (one JSON document), so it runs in
+        # autocommit: one round trip
         with store._write_statement("save_executions") as conn:
             conn.execute(_SAVE_EXECUTIONS, _execution_rows(rows))
 
