@@ -44,6 +44,9 @@ sys.path.insert(0, str(REPO))
 from tests.engine import targets  # noqa: E402
 
 RATCHET = str(Path(sys.executable).with_name("ratchet"))
+DISTRIBUTIONS = ("ratchet_api", "ratchet_core", "ratchet_store_sql", "ratchet_store_mongo")
+WORKER_CODE: str | None = None
+"""Another source tree whose distributions :func:`worker_process` runs (``--code``)."""
 PG = os.environ.get("RATCHET_BENCH_PG", "postgresql+psycopg://postgres@127.0.0.1:5432")
 
 
@@ -94,7 +97,8 @@ def worker_process(url: str, *args: str, **settings: str) -> subprocess.Popen[by
     for key, value in values.items():
         command += ["--set", f"{key}={value}"]
     command += ["worker", "--no-status", "--log-level", "WARNING", *args]
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    code = [str(Path(WORKER_CODE) / d / "src") for d in DISTRIBUTIONS] if WORKER_CODE else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*code, str(REPO)]))
     return subprocess.Popen(command, env=env, cwd=tempfile.gettempdir())
 
 

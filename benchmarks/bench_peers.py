@@ -7,6 +7,7 @@ Usage::
     .venv/bin/python benchmarks/bench_peers.py                    # 10,000 jobs, 3 rounds
     .venv/bin/python benchmarks/bench_peers.py --jobs 2000 --repeats 1 --samples 50   # quick
     .venv/bin/python benchmarks/bench_peers.py --backend sqlite
+    .venv/bin/python benchmarks/bench_peers.py --only latency --code ../main   # main's worker
 
 Both systems of a backend run in the same round on the same database server (PostgreSQL: one
 scratch database created and dropped by the run, holding both systems' tables; SQLite: two
@@ -421,17 +422,17 @@ def pg_round(args: argparse.Namespace, ratchet_first: bool) -> dict[str, tuple[f
         enq: list[tuple[float, float]] = [(0.0, 0.0), (0.0, 0.0)]
         run: list[WorkerRun] = [WorkerRun(0), WorkerRun(0)]
         lat = [0.0, 0.0]
-        for side in order:
+        for side in order if "enqueue" in args.only else []:
             enq[side] = (
                 ratchet_enqueue(url, args.jobs) if side == 0 else pgq_enqueue(dsn, args.jobs)
             )
-        for side in order:
+        for side in order if "processing" in args.only else []:
             run[side] = (
                 ratchet_worker(url, args.jobs, args.concurrency)
                 if side == 0
                 else pgq_worker(dsn, args.jobs, args.pgq_batch_size)
             )
-        for side in order:
+        for side in order if "latency" in args.only else []:
             lat[side] = (
                 ratchet_latency(url, args.samples, directory)
                 if side == 0
@@ -453,13 +454,13 @@ def sqlite_round(args: argparse.Namespace, ratchet_first: bool) -> dict[str, tup
         order = [0, 1] if ratchet_first else [1, 0]
         single = [0.0, 0.0]
         run: list[WorkerRun] = [WorkerRun(0), WorkerRun(0)]
-        for side in order:
+        for side in order if "enqueue" in args.only else []:
             single[side] = (
                 ratchet_enqueue(url, args.jobs)[0]
                 if side == 0
                 else huey_enqueue(huey_file, args.jobs)
             )
-        for side in order:
+        for side in order if "processing" in args.only else []:
             run[side] = (
                 ratchet_worker(url, args.jobs, args.concurrency)
                 if side == 0
@@ -472,6 +473,7 @@ def sqlite_round(args: argparse.Namespace, ratchet_first: bool) -> dict[str, tup
     return out
 
 
+PHASES = ("enqueue", "processing", "latency")
 LOWER_IS_BETTER = ("(ms)", "(MiB)", "(s)")
 TARGETS = {
     ("postgresql", "single enqueue (jobs/s)"): ">= 1.0",
@@ -489,6 +491,8 @@ def report(backend: str, peer: str, rounds: list[dict[str, tuple[float, float]]]
     print(f"\n{backend}: Ratchet vs {peer}, medians of {len(rounds)} round(s)")
     print(f"{'metric':<28}{'Ratchet':>12}{peer:>12}{'ratio R/peer':>14}  target  each round")
     for metric in rounds[0]:
+        if not any(r[metric][0] or r[metric][1] for r in rounds):
+            continue  # a phase left out by --only
         ours = statistics.median(r[metric][0] for r in rounds)
         theirs = statistics.median(r[metric][1] for r in rounds)
         ratio = ours / theirs if theirs else float("nan")
@@ -526,12 +530,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pgq-batch-size", type=int, default=10, help="PgQueuer --batch-size")
     parser.add_argument("--huey-workers", type=int, default=0, help="Huey -w (default -c)")
     parser.add_argument(
+        "--only",
+        action="append",
+        choices=PHASES,
+        help="run only this phase (repeatable; default all: " + ", ".join(PHASES) + ")",
+    )
+    parser.add_argument(
+        "--code",
+        help="run Ratchet's worker from this source tree (DIR/<distribution>/src first on its "
+        "PYTHONPATH), e.g. main's checkout, to compare two trees against the same peer",
+    )
+    parser.add_argument(
         "--peers", default=str(PEERS), help="the peers' virtual environment (default .venv-peers)"
     )
     args = parser.parse_args(argv)
+    args.only = args.only or list(PHASES)
+    if args.code:
+        bench_engine.WORKER_CODE = args.code
     use_peers(Path(args.peers).resolve())
     backends = ["postgresql", "sqlite"] if args.backend == "all" else [args.backend]
-    print(f"load average before: {load()}; {args.jobs} jobs, {args.repeats} round(s)")
+    code = f"; Ratchet worker from {args.code}" if args.code else ""
+    print(f"load average before: {load()}; {args.jobs} jobs, {args.repeats} round(s){code}")
     for backend in backends:
         rounds = []
         for i in range(args.repeats):

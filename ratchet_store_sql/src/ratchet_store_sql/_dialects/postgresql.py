@@ -1,6 +1,6 @@
 """PostgreSQL: the claim with ``FOR UPDATE SKIP LOCKED`` and its tags in one statement, and
-every hot write as ONE statement whatever the batch size (the fenced pairs travel as arrays
-joined back with ``unnest``), run in autocommit: one round trip each.
+every hot write as ONE statement whatever the batch size (the rows travel as one JSON
+document read back with ``json_array_elements``), run in autocommit: one round trip each.
 
 ``PostgresDialect`` runs them through SQLAlchemy (any PostgreSQL driver); ``PsycopgDialect``
 (psycopg 3, Ratchet's extra) sends the single-statement ones straight on the pooled driver
@@ -10,6 +10,7 @@ connection, prepared by the driver, and bulk inserts with COPY.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -54,6 +55,37 @@ _NOW = "timezone('UTC', statement_timestamp())"
 _FENCE = " WHERE j.id = v.id AND j.claim_seq = v.seq AND j.status || '' = 'RUNNING'"
 
 
+def _json_rows(rows: Sequence[Sequence[Any]]) -> str:
+    """Rows of a hot write as one JSON document (a list of lists, read back by
+    :func:`_recordset`): ``json.dumps`` encodes it in C, where psycopg dumps an array
+    parameter element by element in Python (measured on the batched success and audit writes:
+    25 against 9 µs per 11-column row). Values must be JSON's own types: ids as ``UUID.hex``,
+    stamps as naive UTC ISO strings (:func:`_naive_iso`)."""
+    return json.dumps(rows, ensure_ascii=False, check_circular=False)
+
+
+def _recordset(param: str, columns: Mapping[str, str]) -> str:
+    """SQL reading the :func:`_json_rows` document ``:param`` as ``v(<columns>)``: each row's
+    values by position, cast to the column's type."""
+    values = ", ".join(
+        f"CAST(r.value ->> {i} AS {kind}) AS {name}"
+        for i, (name, kind) in enumerate(columns.items())
+    )
+    return f"(SELECT {values} FROM json_array_elements(CAST(:{param} AS json)) AS r(value)) AS v"
+
+
+def _naive_iso(stamp: datetime | None) -> str | None:
+    """An aware UTC stamp as the naive ISO text a ``timestamp`` column reads."""
+    return None if stamp is None else stamp.replace(tzinfo=None).isoformat()
+
+
+_PAIRS = {"id": "uuid", "seq": "integer"}
+
+
+def _pair_rows(pairs: Sequence[tuple[UUID, int]]) -> dict[str, str]:
+    return {"rows": _json_rows([(job_id.hex, seq) for job_id, seq in pairs])}
+
+
 def _dispatch_many(async_commit: bool) -> Any:
     """The started marks of many claims as one statement. ``async_commit``: the commit does
     not wait for the WAL flush (``synchronous_commit`` off for this statement's own
@@ -64,7 +96,7 @@ def _dispatch_many(async_commit: bool) -> Any:
     relaxed = ", (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
     return sa.text(
         f"UPDATE {J.name} AS j SET dispatched_at = coalesce(j.dispatched_at, {_NOW})"
-        " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[])) AS v(id, seq)"
+        f" FROM {_recordset('rows', _PAIRS)}"
         f"{relaxed if async_commit else ''}{_FENCE} RETURNING j.id"
     ).columns(sa.column("id", sa.Uuid()))
 
@@ -75,8 +107,7 @@ _DISPATCH_MANY_ASYNC_COMMIT = _dispatch_many(async_commit=True)
 _SUCCEED_MANY = sa.text(
     f"WITH done AS (UPDATE {J.name} AS j SET status = 'SUCCEEDED', result = v.result,"
     f" owner = NULL, finished_at = {_NOW}, updated_at = {_NOW}"
-    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:results AS text[]))"
-    " AS v(id, seq, result)"
+    f" FROM {_recordset('rows', {**_PAIRS, 'result': 'text'})}"
     f"{_FENCE} RETURNING j.id, j.batch_id),"
     # batch children are counted by the same statement (the BatchStore progress contract)
     f" counted AS (UPDATE {s.batches.name} AS b SET succeeded = b.succeeded + c.n"
@@ -85,15 +116,14 @@ _SUCCEED_MANY = sa.text(
     " SELECT id FROM done"
 ).columns(sa.column("id", sa.Uuid()))
 
+_FAILURES = {**_PAIRS, "dead": "boolean", "run_at": "timestamp", "error": "text"}
 _FAIL_MANY = sa.text(
     f"WITH done AS (UPDATE {J.name} AS j SET"
     " status = CASE WHEN v.dead THEN 'FAILED' ELSE 'PENDING' END,"
     " scheduled_at = CASE WHEN v.dead THEN j.scheduled_at ELSE v.run_at END,"
     f" finished_at = CASE WHEN v.dead THEN {_NOW} ELSE j.finished_at END,"
     f" last_error = v.error, owner = NULL, updated_at = {_NOW}"
-    " FROM unnest(CAST(:ids AS uuid[]), CAST(:seqs AS integer[]), CAST(:dead AS boolean[]),"
-    " CAST(CAST(:run_ats AS text[]) AS timestamp[]), CAST(:errors AS text[]))"
-    " AS v(id, seq, dead, run_at, error)"
+    f" FROM {_recordset('rows', _FAILURES)}"
     f"{_FENCE} RETURNING j.id, j.batch_id, v.dead),"
     # dead letters are counted in their batches by the same statement (BatchStore progress)
     f" counted AS (UPDATE {s.batches.name} AS b SET failed = b.failed + c.n"
@@ -115,11 +145,10 @@ _EXECUTION_COLUMNS = {
     "traceback": "text",
     "superseded": "boolean",
 }
-_STAMPS = {"started_at", "finished_at"}
 _SAVE_EXECUTIONS = sa.text(
-    f"INSERT INTO {s.executions.name} ({', '.join(_EXECUTION_COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"CAST(:{k} AS {v}[])" for k, v in _EXECUTION_COLUMNS.items())
-    + ") ON CONFLICT (id, started_at) DO UPDATE SET "
+    f"INSERT INTO {s.executions.name} ({', '.join(_EXECUTION_COLUMNS)}) SELECT * FROM "
+    + _recordset("rows", _EXECUTION_COLUMNS)
+    + " ON CONFLICT (id, started_at) DO UPDATE SET "
     + ", ".join(f"{k} = excluded.{k}" for k in _EXECUTION_COLUMNS if k != "id")
 )
 
@@ -171,11 +200,16 @@ _STAMP_INDEXES = tuple(
 )
 
 
-def _execution_arrays(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    return {
-        k: [r[k].replace(tzinfo=None) if k in _STAMPS and r[k] else r[k] for r in rows]
-        for k in _EXECUTION_COLUMNS
-    }
+def _json_value(value: Any) -> Any:
+    if isinstance(value, UUID):
+        return value.hex
+    if isinstance(value, datetime):
+        return _naive_iso(value)
+    return value
+
+
+def _execution_rows(rows: list[dict[str, Any]]) -> dict[str, str]:
+    return {"rows": _json_rows([[_json_value(r[k]) for k in _EXECUTION_COLUMNS] for r in rows])}
 
 
 class PostgresDialect(OnConflictForms, ReturningClaim):
@@ -253,35 +287,30 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     def fail_chunk(
         self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
-        # One constant statement whatever the chunk: the writes travel as arrays joined back
-        # with unnest; the dead letters are counted in their batches by the same statement.
-        params = {
-            "ids": [f.job_id for f in part],
-            "seqs": [f.claim_seq for f in part],
-            "dead": [f.kind is FailureWrite.DEAD_LETTER for f in part],
-            "run_ats": [
-                None if f.run_at is None else f.run_at.replace(tzinfo=None).isoformat()
-                for f in part
-            ],
-            "errors": [f.error for f in part],
-        }
-        return set(conn.execute(_FAIL_MANY, params).scalars())
+        # One constant statement whatever the chunk: the writes travel as one JSON document
+        # (``_json_rows``); the dead letters are counted in their batches by the same statement.
+        rows = [
+            (
+                f.job_id.hex,
+                f.claim_seq,
+                f.kind is FailureWrite.DEAD_LETTER,
+                _naive_iso(f.run_at),
+                f.error,
+            )
+            for f in part
+        ]
+        return set(conn.execute(_FAIL_MANY, {"rows": _json_rows(rows)}).scalars())
 
     def dispatch_chunk(self, conn: sa.Connection, part: Sequence[tuple[UUID, int]]) -> set[UUID]:
-        params = {"ids": [job_id for job_id, _ in part], "seqs": [seq for _, seq in part]}
-        return set(conn.execute(_DISPATCH_MANY, params).scalars())
+        return set(conn.execute(_DISPATCH_MANY, _pair_rows(part)).scalars())
 
     def succeed_chunk(
         self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
         # One constant statement per batch whatever its size (prepared by psycopg after a few
-        # runs): the fenced pairs travel as three arrays joined back with unnest.
-        params = {
-            "ids": [c.job_id for c in part],
-            "seqs": [c.claim_seq for c in part],
-            "results": [c.result for c in part],
-        }
-        return set(conn.execute(_SUCCEED_MANY, params).scalars())
+        # runs): the fenced rows travel as one JSON document (``_json_rows``).
+        rows = [(c.job_id.hex, c.claim_seq, c.result) for c in part]
+        return set(conn.execute(_SUCCEED_MANY, {"rows": _json_rows(rows)}).scalars())
 
     def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
         """One statement, so one round trip in autocommit: the job row (skipped when its
@@ -339,10 +368,10 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
             _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
 
     def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
-        # one statement whatever the number of records (columns travel as arrays), so it runs
-        # in autocommit: one round trip
+        # one statement whatever the number of records (one JSON document), so it runs in
+        # autocommit: one round trip
         with store._write_statement("save_executions") as conn:
-            conn.execute(_SAVE_EXECUTIONS, _execution_arrays(rows))
+            conn.execute(_SAVE_EXECUTIONS, _execution_rows(rows))
 
 
 class PsycopgDialect(PostgresDialect):
@@ -415,8 +444,9 @@ class PsycopgDialect(PostgresDialect):
     def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
         if store._bound is not None or len(pairs) > CHUNK:
             return super().mark_dispatched(store, pairs)
-        params = {"ids": [job_id for job_id, _ in pairs], "seqs": [seq for _, seq in pairs]}
-        rows = self.autocommit(store, "mark_dispatched", _DISPATCH_MANY_ASYNC_COMMIT, params)
+        rows = self.autocommit(
+            store, "mark_dispatched", _DISPATCH_MANY_ASYNC_COMMIT, _pair_rows(pairs)
+        )
         return {row[0] for row in rows}
 
     def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:

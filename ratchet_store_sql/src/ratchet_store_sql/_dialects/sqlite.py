@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -27,7 +28,6 @@ from ratchet_store_sql._dialects.base import (
     chunks,
     count_per_batch,
     duplicate_error,
-    succeeded_values,
     tagged,
 )
 from ratchet_store_sql._engine import begin_immediate
@@ -82,6 +82,22 @@ class _Binder:
                 out[index] = processor(value)
         return tuple(out)
 
+
+_NOW = "strftime('%Y-%m-%d %H:%M:%f', 'now', '+0.000000 seconds') || '000'"
+"""``SqliteDialect.now()`` as SQL text (SQLite reads ``'now'`` once per statement)."""
+_SUCCEED_MANY = sa.text(
+    f"UPDATE {J.name} SET status = 'SUCCEEDED', result = v.result, owner = NULL,"
+    f" finished_at = {_NOW}, updated_at = {_NOW}"
+    " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS seq,"
+    " json_extract(value, '$[2]') AS result FROM json_each(:rows)) AS v"
+    # `+status`: no index on the status: the primary key is the way in
+    f" WHERE {J.name}.id = v.id AND {J.name}.claim_seq = v.seq AND +{J.name}.status = 'RUNNING'"
+    f" RETURNING {J.name}.id, {J.name}.batch_id"
+).columns(sa.column("id", sa.Uuid()), sa.column("batch_id", sa.Uuid()))
+"""The fenced successes of a chunk as ONE constant statement: the ``(id hex, claim sequence,
+result)`` rows travel as one JSON array read by ``json_each``, so SQLAlchemy compiles it once
+(the ``IN`` lists and ``CASE`` of the portable form were compiled again for every batch:
+about a third of the completer's time in a 10,000-job run)."""
 
 _TAG_INSERT = f"INSERT INTO {T.name} (job_id, tag) VALUES (?, ?)"
 _KEY_EXISTS = f"SELECT 1 FROM {J.name} WHERE idempotency_key = ?"
@@ -143,14 +159,8 @@ class SqliteDialect(OnConflictForms, ReturningClaim):
     def succeed_chunk(
         self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
-        fence = self.running_claims([(c.job_id, c.claim_seq) for c in part])
-        stmt = (
-            sa.update(J)
-            .where(fence)
-            .values(**succeeded_values(part, now))
-            .returning(J.c.id, J.c.batch_id)
-        )
-        done: list[Any] = list(conn.execute(stmt))
+        rows = json.dumps([(c.job_id.hex, c.claim_seq, c.result) for c in part])
+        done: list[Any] = list(conn.execute(_SUCCEED_MANY, {"rows": rows}))
         per_batch = count_per_batch(done)
         if per_batch:
             SqlBase._count_batch_children(conn, per_batch)
