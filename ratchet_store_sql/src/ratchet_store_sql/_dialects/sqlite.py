@@ -41,6 +41,20 @@ def _job_insert() -> str:
     return f"INSERT INTO {J.name} ({columns}) VALUES ({', '.join('?' * len(JOB_FIELDS))})"
 
 
+@functools.cache
+def _has_json_functions() -> bool:
+    """Whether this process's SQLite library has ``json_each`` (the batched writes read their
+    rows from one JSON document)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("SELECT count(*) FROM json_each('[1]')").fetchone()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
 class _Binder:
     """Job rows as sqlite3 parameter tuples: ``job_values`` (checked, in ``JOB_FIELDS``
     order) with each value converted as its column type's bind processor on this dialect
@@ -120,6 +134,12 @@ class SqliteDialect(OnConflictForms, ReturningClaim):
             raise StoreError(
                 f"Ratchet needs SQLite 3.35 or later (UPDATE ... RETURNING); this Python has "
                 f"SQLite {sqlite3.sqlite_version}"
+            )
+        if not _has_json_functions():
+            raise StoreError(
+                "Ratchet needs SQLite's JSON functions (json_each: built in from SQLite 3.38, "
+                f"the JSON1 extension before); this Python's SQLite {sqlite3.sqlite_version} "
+                "was built without them"
             )
 
     def now_plus(self, seconds: float) -> sa.ColumnElement[datetime]:
