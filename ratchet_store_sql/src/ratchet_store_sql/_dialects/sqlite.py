@@ -28,6 +28,7 @@ from ratchet_store_sql._dialects.base import (
     chunks,
     count_per_batch,
     duplicate_error,
+    succeeded_values,
     tagged,
 )
 from ratchet_store_sql._engine import begin_immediate
@@ -179,8 +180,19 @@ class SqliteDialect(OnConflictForms, ReturningClaim):
     def succeed_chunk(
         self, conn: sa.Connection, part: Sequence[Completion], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
-        rows = json.dumps([(c.job_id.hex, c.claim_seq, c.result) for c in part])
-        done: list[Any] = list(conn.execute(_SUCCEED_MANY, {"rows": rows}))
+        done: list[Any]
+        if any(c.result is not None and "\x00" in c.result for c in part):
+            # json_extract ends a text at an escaped NUL: bound values keep it whole
+            fence = self.running_claims([(c.job_id, c.claim_seq) for c in part])
+            values = succeeded_values(part, now)
+            done = list(
+                conn.execute(
+                    sa.update(J).where(fence).values(**values).returning(J.c.id, J.c.batch_id)
+                )
+            )
+        else:
+            rows = json.dumps([(c.job_id.hex, c.claim_seq, c.result) for c in part])
+            done = list(conn.execute(_SUCCEED_MANY, {"rows": rows}))
         per_batch = count_per_batch(done)
         if per_batch:
             SqlBase._count_batch_children(conn, per_batch)
