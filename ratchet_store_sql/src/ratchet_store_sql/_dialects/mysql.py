@@ -44,17 +44,35 @@ _NEXT_KEY = (
     .limit(1)
 )
 
+_REST_KEYS = (
+    sa.select(J.c.fairness_key)
+    .where(
+        J.c.status == PENDING, J.c.fairness_key > sa.bindparam("after", type_=J.c.fairness_key.type)
+    )
+    .group_by(J.c.fairness_key)
+    .order_by(J.c.fairness_key)
+)
+PROBED_KEYS = 32
+"""Keys read by one probe each; the keys after them are read by one statement (1,000 keys were
+1,001 round trips per fair claim, 350 ms behind 20,000 jobs)."""
+
 
 def fair_keys(conn: sa.Connection) -> list[str]:
     """The fairness keys of PENDING jobs, one probe of ``ix_ratchet_jobs_status_fair_claim``
-    each (a loose index scan). One statement per key: MariaDB plans the recursive CTE the
-    other dialects use with its step reading every PENDING entry of the index (a correlated
-    ``fairness_key > k`` is not a range there), 17 ms for 5 keys behind 15,000 jobs of one, where
-    a probe with the key as a parameter reads one entry."""
+    each (a loose index scan) for the first ``PROBED_KEYS``, the rest in one statement. A
+    statement per key: MariaDB plans the recursive CTE the other dialects use with its step
+    reading every PENDING entry of the index (a correlated ``fairness_key > k`` is not a range
+    there), 17 ms for 5 keys behind 15,000 jobs of one, where a probe with the key as a
+    parameter reads one entry."""
     keys: list[str] = []
     key = conn.execute(_FIRST_KEY).scalar()
     while key is not None:
         keys.append(key)
+        if len(keys) == PROBED_KEYS:
+            # many keys: the rest in one statement (a read of the PENDING entries after the
+            # last key probed), not one round trip each
+            keys.extend(conn.execute(_REST_KEYS, {"after": key}).scalars())
+            break
         key = conn.execute(_NEXT_KEY, {"after": key}).scalar()
     return keys
 
