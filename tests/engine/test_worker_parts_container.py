@@ -18,6 +18,7 @@ from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from ratchet_core.runtime.worker_parts import parts_for_worker
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion
 from ratchet_core.worker.execution import ClaimedJob, GateKey
+from ratchet_core.worker.stats import Counters
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
 from tests.engine.conftest import build_container
@@ -196,3 +197,20 @@ def test_an_override_naming_a_ratchet_provider_shares_it_and_gets_its_worker_s_o
     assert all(c._store is store and c._metrics is metrics for c in built)
     assert built[0] is not built[1]
     assert [c._subscribers for c in built] == [[one._parts.subscriber], [two._parts.subscriber]]
+
+
+class OwnCounters(Counters):
+    """A part replaced by one that names nothing of the template."""
+
+
+def test_an_override_naming_nothing_of_the_template_is_still_one_per_worker(
+    memory: tuple[Any, InMemoryJobStore],
+) -> None:
+    # the overriding Singleton itself is a part: it was shared by every copy when it named no
+    # provider of the template (two workers counted into one Counters)
+    container, _ = memory
+    with container.worker_parts.counters.override(providers.Singleton(OwnCounters)):
+        one, two = (container.worker(worker_settings=fast_settings()) for _ in range(2))
+    assert isinstance(one._parts.counters, OwnCounters)
+    assert isinstance(two._parts.counters, OwnCounters)
+    assert one._parts.counters is not two._parts.counters

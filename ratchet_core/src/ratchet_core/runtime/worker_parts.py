@@ -309,18 +309,21 @@ class WorkerParts(containers.DeclarativeContainer):
 def parts_for_worker(template: Any, **supplied: Any) -> Any:
     """A copy of ``template`` (a :class:`WorkerParts` instance, with the overrides made on it;
     a new ``WorkerParts`` when None) for one worker, its slots filled with ``supplied``. A
-    provider is copied when it leads to one of the template's own providers (so an override
-    gets this worker's parts), shared otherwise (a provider of the Ratchet container that an
-    override refers to stays one)."""
+    provider is copied when it overrides or leads to one of the template's own providers (so an
+    override is this worker's own part and gets this worker's parts), shared otherwise (a
+    provider of the Ratchet container that an override refers to stays one)."""
     if template is None:
         return _filled(WorkerParts(), supplied)
     own = list(template.providers.values())
     memo: dict[int, Any] = {}
-    if template.parent is not None:  # the Ratchet container's provider holding the template
-        memo[id(template.parent)] = template.parent
+    holder = template.parent  # the Ratchet container's provider holding the template, and up
+    while holder is not None:
+        memo[id(holder)] = holder
+        holder = getattr(holder, "parent", None)
     if any(p.overridden for p in own):
         reachable = list(providers.traverse(*own))
-        copied = {id(p) for p in own}
+        # an overriding provider is a part too: one per worker, whatever it names
+        copied = {id(p) for p in own} | {id(o) for p in own for o in p.overridden}
         changed = True
         while changed:
             changed = False
