@@ -211,3 +211,16 @@ def test_every_default_limit_is_documented() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
     for key in ("limits.max_payload_bytes", "limits.max_result_bytes", "limits.max_job_log_lines"):
         assert f"`{key}`" in doc
+
+
+def test_an_error_message_with_a_nul_byte_still_fails_the_job(
+    container: Any, make_worker: Any
+) -> None:
+    # PostgreSQL refuses a NUL in text: the failure write (batched, then job by job) was
+    # refused and the job stayed RUNNING until recovery, which ran it again, for ever
+    scheduler = container.scheduler()
+    failed = scheduler.job(hostile_targets.raise_message).args("a\x00b").max_retries(0).enqueue()
+    make_worker(container).run_until_idle(30)
+    result = scheduler.result(failed)
+    assert result.status is JobStatus.FAILED
+    assert "a" in str(result.error) and "b" in str(result.error)

@@ -120,6 +120,14 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+def storable_text(value: str) -> str:
+    """``value`` with its NUL bytes and lone surrogates replaced by U+FFFD: an error message or
+    traceback, written as it is, was refused by PostgreSQL (and never stored)."""
+    if text_problem(value) is None:
+        return value
+    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
 def check_text(field: str, value: str) -> str:
     """``value`` unchanged, or ``InvalidArgumentError`` naming ``field`` when it holds a NUL byte
     or a lone surrogate (PostgreSQL refuses NUL, SQLite would store it and cut C-string
@@ -243,5 +251,6 @@ __all__ = [
     "check_invocation_text",
     "check_schedule_time",
     "check_text",
+    "storable_text",
     "text_problem",
 ]

@@ -30,6 +30,7 @@ from ratchet_api.store.entities import Completion, ExecutionRecord
 from ratchet_core.features.flow_control import FlowControl
 from ratchet_core.payload.codec import PayloadCodec
 from ratchet_core.payload.forms import decode_backoff
+from ratchet_core.payload.limits import storable_text
 from ratchet_core.worker.admission import Admission
 from ratchet_core.worker.completion import CompletionBatcher, PendingCompletion, PendingWrite
 from ratchet_core.worker.dispatch import DispatchMarks
@@ -175,13 +176,15 @@ class JobRunner:
         def sanitize(exc: BaseException) -> str:
             text = sanitizer.sanitize(exc)
             if isinstance(text, str):
+                text = storable_text(text)  # a NUL byte: no store refuses the failure write
                 sanitized.append((exc, text))
             return text
 
         def trace(exc: BaseException) -> str:
             # the traceback ends with the message just sanitized: not sanitized twice
             known = [text for error, text in sanitized if error is exc]
-            return sanitized_traceback(exc, sanitizer, message=known[0] if known else None)
+            text = sanitized_traceback(exc, sanitizer, message=known[0] if known else None)
+            return storable_text(text)
 
         return decide(
             happened,
