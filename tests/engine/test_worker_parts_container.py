@@ -5,6 +5,7 @@ without threads or sleeps."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -13,6 +14,7 @@ from uuid import UUID
 import pytest
 from dependency_injector import providers
 
+from ratchet_api.errors import SchedulerStoppedError
 from ratchet_api.model import JobStatus
 from ratchet_core.defaults.metrics import NoOpMetricsCollector
 from ratchet_core.runtime.worker_parts import parts_for_worker
@@ -80,6 +82,31 @@ def test_a_part_overridden_on_the_container_is_the_one_its_workers_use(
     # the override is gone with the `with`: a new worker has the default completer again
     fresh = container.worker(worker_settings=fast_settings())
     assert type(fresh._parts.container.completer(start=False)) is CompletionBatcher
+
+
+class _BrokenMaintenance(RuntimeError):
+    pass
+
+
+def _broken_maintenance() -> Any:
+    raise _BrokenMaintenance("maintenance cannot be built")
+
+
+def test_a_start_that_fails_building_a_part_leaves_no_thread_of_the_worker_running(
+    memory: tuple[Any, InMemoryJobStore],
+) -> None:
+    container, _store = memory
+    before = set(threading.enumerate())
+    with container.worker_parts.maintenance.override(providers.Callable(_broken_maintenance)):
+        worker = container.worker(worker_settings=fast_settings())
+        with pytest.raises(_BrokenMaintenance):
+            worker.start()
+    # the completer's flusher and the job threads' pool had started: they are stopped again
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert left == []
+    assert worker._parts.completer is not None  # it was built, then closed
+    with pytest.raises(SchedulerStoppedError):  # its parts are spent: a new worker is needed
+        worker.start()
 
 
 class _Hub:

@@ -203,7 +203,11 @@ class Worker:
             with self._lock:
                 self._state = "new"
             raise
-        p.open(self, recurring)
+        try:
+            p.open(self, recurring)
+        except BaseException:
+            self._state = "stopped"  # its parts are spent (and "starting" is this call's)
+            raise
         if not self._listeners_registered:
             self._listeners_registered = True
             self._cluster.register_wakeup_listener(self._on_cluster_wakeup)
@@ -223,12 +227,10 @@ class Worker:
         self._run_hooks("after_start")
 
     def stop(self, timeout: float | None = None) -> WorkerStats:
-        """Stop gracefully: stop claiming, give back claimed jobs that have not started
-        (``release_claim``), let running jobs finish for up to ``timeout`` seconds (default
-        ``worker.shutdown_timeout``), put jobs still running afterwards back to pending
-        (abandoned), write pending outcomes, stop heartbeating, delete this node's row (a
-        clean stop is not a death) and close the ``ClusterCoordinator``. Idempotent; returns
-        the final stats."""
+        """Stop gracefully: stop claiming, give back claimed jobs not yet started, let running
+        jobs finish for up to ``timeout`` s (default ``worker.shutdown_timeout``), put those
+        still running back to pending (abandoned), write pending outcomes, stop heartbeating,
+        delete this node's row and close the ``ClusterCoordinator``. Idempotent; final stats."""
         with self._lock:
             if self._state != "running":
                 return self._parts.snapshot()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from uuid import UUID
@@ -179,18 +180,42 @@ class Parts:
     # ------------------------------------------------------------ lifecycle
 
     def open(self, worker: Any, recurring: Any) -> None:
-        """Start the completer, the job threads' pool, the workflow driver and maintenance."""
+        """Start the completer, the job threads' pool, the workflow driver and maintenance.
+        If one of them cannot be built or started, those already started are stopped again
+        before the error propagates (no thread of this worker is left running)."""
         c = self.container
         self.refresh_clock()
-        self.completer = c.completer()
-        self.marks.attach(self.completer)  # noted started marks go in its batches
-        if not self.inline:
-            self.dispatcher.open(self._executor_provider.job_executor(self.sync_limit))
-        c.worker.override(providers.Object(worker))
-        c.recurring.override(providers.Object(recurring))
-        self.workflow = c.workflow()
-        self.maintenance = c.maintenance()
-        self.maintenance.start()
+        try:
+            self.completer = c.completer()
+            self.marks.attach(self.completer)  # noted started marks go in its batches
+            if not self.inline:
+                self.dispatcher.open(self._executor_provider.job_executor(self.sync_limit))
+            c.worker.override(providers.Object(worker))
+            c.recurring.override(providers.Object(recurring))
+            self.workflow = c.workflow()
+            self.maintenance = c.maintenance()
+            self.maintenance.start()
+        except BaseException:
+            self._abandon_open()
+            raise
+
+    def _abandon_open(self) -> None:
+        """Stop what a failed :meth:`open` started; a failure here is logged, the first one
+        is what the caller sees."""
+        steps: list[tuple[str, Callable[[], None] | None]] = [
+            ("completer", self.completer.close if self.completer is not None else None),
+            ("started marks", self.marks.close),
+            ("workflow driver", self.workflow.close if self.workflow is not None else None),
+            ("job threads", self.dispatcher.close),
+            ("maintenance", self.maintenance.stop if self.maintenance is not None else None),
+        ]
+        for name, stop in steps:
+            if stop is None:
+                continue
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - the open's own error is the one to raise
+                _log.warning("stopping the %s after a failed start failed", name, exc_info=True)
 
     def close(self) -> None:
         """Write what is pending, then stop every thread (after the jobs were handed over)."""
