@@ -214,30 +214,40 @@ def sizes(store: Any) -> dict[str, Any]:
     return dict(zip(keys, row, strict=True))
 
 
+def captured(store: Any, call: Any) -> tuple[tuple[str, Any] | None, Any]:
+    """The first UPDATE statement (and its parameters) that ``call()`` sends through
+    ``store.engine`` (None if it sent none), and ``call()``'s result."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, Any]] = []
+
+    def listen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "UPDATE" in statement and not seen:
+            seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", listen)
+    try:
+        result = call()
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listen)
+    return (seen[0] if seen else None), result
+
+
 def explain_claim(store: Any, batch: int, targets: list[str] | None, tags: Any) -> str:
     """The scan nodes of ``EXPLAIN (ANALYZE, BUFFERS)`` of the store's own claim statement
     (captured from one ``claim_next_batch`` call whose jobs are given back; the explained run
     is rolled back)."""
-    from sqlalchemy import event
-
-    captured: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if "UPDATE" in statement and not captured:
-            captured.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", capture)
-    try:
-        jobs = store.claim_next_batch(
+    seen, jobs = captured(
+        store,
+        lambda: store.claim_next_batch(
             "bench-explain", batch, execution_targets=targets, tag_filter=tags
-        )
-    finally:
-        event.remove(store.engine, "before_cursor_execute", capture)
+        ),
+    )
     for job in jobs:
         store.release_claim(job.id, job.claim_seq)
-    if not captured:
+    if seen is None:
         return "(statement not captured)"
-    statement, parameters = captured[0]
+    statement, parameters = seen
     raw = store.engine.raw_connection()
     try:
         cursor = raw.cursor()

@@ -49,24 +49,6 @@ FIGURES = {
 }
 
 
-def captured(store: Any, call: Any) -> tuple[tuple[str, Any], Any]:
-    """The first UPDATE statement (and its parameters) that ``call()`` sends, and its result."""
-    from sqlalchemy import event
-
-    seen: list[tuple[str, Any]] = []
-
-    def listen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-        if "UPDATE" in statement and not seen:
-            seen.append((statement, parameters))
-
-    event.listen(store.engine, "before_cursor_execute", listen)
-    try:
-        result = call()
-    finally:
-        event.remove(store.engine, "before_cursor_execute", listen)
-    return seen[0], result
-
-
 def explained(raw: Any, statement: str, parameters: Any) -> dict[str, float]:
     """One run of ``statement`` under ``EXPLAIN (ANALYZE, BUFFERS, WAL)``, committed."""
     cursor = raw.cursor()
@@ -136,16 +118,17 @@ def main(argv: list[str] | None = None) -> int:
             store = stores[variant] = SqlJobStore(url)
             b.load(store, int(count), min(int(count), 20_000), 60)
             prepare(store, change)
-            (claim, claim_params), jobs = captured(
+            claim_seen, jobs = b.captured(
                 store, lambda s=store: s.claim_next_batch("bench-node", args.batch)
             )
-            (done, done_params), _ = captured(
+            done_seen, _ = b.captured(
                 store,
                 lambda s=store, js=jobs: s.mark_succeeded_many(
                     [Completion(job_id=j.id, claim_seq=j.claim_seq, result="null") for j in js]
                 ),
             )
-            statements[variant] = (claim, claim_params, done, done_params)
+            assert claim_seen is not None and done_seen is not None, "no UPDATE was sent"
+            statements[variant] = (*claim_seen, *done_seen)
             (size,) = b.sql(store, "SELECT pg_total_relation_size('ratchet_jobs')")[0]
             print(f"{variant} loaded: ratchet_jobs {size / 2**20:,.0f} MiB", flush=True)
         results: dict[str, dict[str, list[dict[str, float]]]] = {
