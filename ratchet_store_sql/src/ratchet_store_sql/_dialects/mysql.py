@@ -35,23 +35,11 @@ _FIRST_KEY = (
     .order_by(J.c.fairness_key)
     .limit(1)
 )
-_NEXT_KEY = (
-    sa.select(J.c.fairness_key)
-    .where(
-        J.c.status == PENDING, J.c.fairness_key > sa.bindparam("after", type_=J.c.fairness_key.type)
-    )
-    .order_by(J.c.fairness_key)
-    .limit(1)
+_KEYS_AFTER = sa.select(J.c.fairness_key).where(
+    J.c.status == PENDING, J.c.fairness_key > sa.bindparam("after", type_=J.c.fairness_key.type)
 )
-
-_REST_KEYS = (
-    sa.select(J.c.fairness_key)
-    .where(
-        J.c.status == PENDING, J.c.fairness_key > sa.bindparam("after", type_=J.c.fairness_key.type)
-    )
-    .group_by(J.c.fairness_key)
-    .order_by(J.c.fairness_key)
-)
+_NEXT_KEY = _KEYS_AFTER.order_by(J.c.fairness_key).limit(1)
+_REST_KEYS = _KEYS_AFTER.group_by(J.c.fairness_key).order_by(J.c.fairness_key)
 PROBED_KEYS = 32
 """Keys read by one probe each; the keys after them are read by one statement (1,000 keys were
 1,001 round trips per fair claim, 350 ms behind 20,000 jobs)."""
