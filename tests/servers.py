@@ -97,7 +97,7 @@ def create_mariadb_database() -> str:
     try:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
-            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         conn.commit()
     finally:
         conn.close()

@@ -65,7 +65,27 @@ def test_a_copy_of_the_jobs_table_keeps_the_partial_indexes() -> None:
 def test_mysql_columns_are_longtext_binary_collated_varchar_and_datetime6() -> None:
     ddl = str(CreateTable(schema.jobs).compile(dialect=mysql.dialect()))
     assert "payload LONGTEXT NOT NULL" in ddl
-    assert "owner VARCHAR(255) COLLATE utf8mb4_bin" in ddl
+    assert "owner VARCHAR(255) COLLATE utf8mb4_bin" in ddl  # a MySQL of unknown version
+    assert "target VARCHAR(512) COLLATE utf8mb4_bin" in ddl
     assert "scheduled_at DATETIME(6) NOT NULL" in ddl
     pg = str(CreateTable(schema.jobs).compile(dialect=postgresql.dialect()))
     assert "payload TEXT NOT NULL" in pg and "owner VARCHAR(255)," in pg
+
+
+def test_key_columns_take_the_servers_no_pad_binary_collation() -> None:
+    """MariaDB's ``utf8mb4_bin`` and MySQL's are PAD SPACE ('a' = 'a '): each server gets its
+    NO PAD binary collation, and only a MySQL older than 8.0.17, which has none, the PAD one."""
+    mariadb = mysql.dialect()
+    mariadb.is_mariadb = True
+    mysql8 = mysql.dialect()
+    mysql8.server_version_info = (8, 0, 36)
+    mysql57 = mysql.dialect()
+    mysql57.server_version_info = (5, 7, 44)
+    expected = {
+        mariadb: "utf8mb4_nopad_bin",
+        mysql8: "utf8mb4_0900_bin",
+        mysql57: "utf8mb4_bin",
+    }
+    for dialect, collation in expected.items():
+        ddl = str(CreateTable(schema.locks).compile(dialect=dialect))
+        assert f"name VARCHAR(255) COLLATE {collation} NOT NULL" in ddl

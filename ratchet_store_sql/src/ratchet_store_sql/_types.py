@@ -68,12 +68,49 @@ class MySqlLongText(sa.TypeDecorator[str]):
         return dialect.type_descriptor(mysql.LONGTEXT())
 
 
+NO_PAD_COLLATIONS = {"mariadb": "utf8mb4_nopad_bin", "mysql": "utf8mb4_0900_bin"}
+"""The byte-wise, NO PAD collation of a key column, by server (MySQL 8.0.17's
+``utf8mb4_0900_bin``; MariaDB 10.2's ``utf8mb4_nopad_bin``)."""
+
+LEGACY_KEY_COLLATION = "utf8mb4_bin"
+"""A MySQL before 8.0.17 has no NO PAD binary collation: keys still compare by case there, but
+``'a'`` and ``'a '`` are one key (docs/stores/mysql.md)."""
+
+
+def key_collation(dialect: Dialect) -> str:
+    """The collation of a key column on this MySQL or MariaDB server: byte-wise (keys, tags and
+    names stay distinct by case and accent) and NO PAD (a trailing space is part of the key:
+    ``utf8mb4_bin`` is PAD SPACE, so under it the idempotency keys ``'a'`` and ``'a '`` would be
+    duplicates and one job silently not enqueued)."""
+    if getattr(dialect, "is_mariadb", False):
+        return NO_PAD_COLLATIONS["mariadb"]
+    version = dialect.server_version_info or ()
+    return NO_PAD_COLLATIONS["mysql"] if version >= (8, 0, 17) else LEGACY_KEY_COLLATION
+
+
+class MySqlKeyString(sa.TypeDecorator[str]):
+    """The MySQL/MariaDB variant of :func:`key_string`: ``VARCHAR(length) COLLATE`` the
+    server's :func:`key_collation`, chosen when a MySQL dialect compiles it (DDL, Alembic)."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+    def load_dialect_impl(self, dialect: Dialect) -> sa.types.TypeEngine[Any]:
+        collated = sa.String(self.length, collation=key_collation(dialect))
+        return dialect.type_descriptor(collated)
+
+
 def key_string(length: int) -> sa.types.TypeEngine[str]:
-    """``VARCHAR(length)`` compared byte-wise on MySQL/MariaDB (whose default collations are
-    case-insensitive: tags, keys and names must stay distinct by case). The MySQL variant is
-    the generic ``String`` with a collation, which MySQL's compiler renders as
-    ``VARCHAR(length) COLLATE utf8mb4_bin``."""
-    return sa.String(length).with_variant(sa.String(length, collation="utf8mb4_bin"), *_MYSQL)
+    """``VARCHAR(length)`` compared byte by byte, trailing spaces included, on every backend.
+    PostgreSQL and SQLite compare text that way already; MySQL/MariaDB's default collations are
+    case-insensitive and pad with spaces, so their variant names its collation
+    (:class:`MySqlKeyString`): tags, keys, names and targets stay distinct whatever the
+    database's default collation is."""
+    return sa.String(length).with_variant(MySqlKeyString(length), *_MYSQL)
 
 
 def long_text() -> sa.types.TypeEngine[str]:
@@ -81,4 +118,13 @@ def long_text() -> sa.types.TypeEngine[str]:
     return sa.Text().with_variant(MySqlLongText(), *_MYSQL)
 
 
-__all__ = ["MySqlLongText", "UtcDateTime", "key_string", "long_text"]
+__all__ = [
+    "LEGACY_KEY_COLLATION",
+    "NO_PAD_COLLATIONS",
+    "MySqlKeyString",
+    "MySqlLongText",
+    "UtcDateTime",
+    "key_collation",
+    "key_string",
+    "long_text",
+]

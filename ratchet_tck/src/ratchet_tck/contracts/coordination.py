@@ -71,7 +71,10 @@ class LockStoreContract(StoreContract):
     expiry reclaim without the old holder, and expiry on the store's clock."""
 
     capability = LockStore
-    summary = "acquire, owner checks, renew, expiry reclaim, server clock, races"
+    summary = (
+        "acquire, owner checks, renew, expiry reclaim, server clock, races,"
+        " names compared byte by byte"
+    )
 
     def test_acquire_records_owner_and_expiry_on_store_clock(
         self, tck_fixture: StoreFixture
@@ -96,6 +99,20 @@ class LockStoreContract(StoreContract):
         lease = locks.find_lock("tck-lease")
         assert lease is not None and lease.owner == "node-a"
         assert locks.try_lock("tck-other", "node-b", LONG) is True, "names are independent"
+
+    def test_names_differing_by_case_or_a_trailing_space_are_distinct_leases(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        locks = self.cap(tck_fixture, LockStore)
+        assert locks.try_lock("tck-Lease", "node-a", LONG)
+        assert locks.try_lock("tck-lease", "node-b", LONG) is True, "case is part of the name"
+        assert locks.try_lock("tck-lease ", "node-c", LONG) is True, "so is a trailing space"
+        leases = {name: locks.find_lock(name) for name in ("tck-Lease", "tck-lease", "tck-lease ")}
+        assert {n: lease.owner if lease else None for n, lease in leases.items()} == {
+            "tck-Lease": "node-a",
+            "tck-lease": "node-b",
+            "tck-lease ": "node-c",
+        }
 
     def test_same_owner_reacquires(self, tck_fixture: StoreFixture) -> None:
         locks = self.cap(tck_fixture, LockStore)

@@ -22,7 +22,10 @@ from ratchet_tck.fixture import StoreFixture, now_ms
 class JobCrudStoreContract(StoreContract):
     """Insert, find, update and delete jobs; idempotency keys; invalid values refused."""
 
-    summary = "insert, find, update, delete; idempotency keys; bad input"
+    summary = (
+        "insert, find, update, delete; idempotency keys and tags compared byte by byte"
+        " (case and trailing spaces count); bad input"
+    )
 
     def test_insert_then_find_returns_every_field(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
@@ -86,6 +89,24 @@ class JobCrudStoreContract(StoreContract):
         found = store.find_by_idempotency_key("tck-key-1")
         assert found is not None and found.id == first.id
         assert store.find_by_idempotency_key("tck-key-absent") is None
+
+    def test_keys_and_tags_differing_by_case_or_a_trailing_space_are_distinct(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """Keys compare byte by byte: a store whose column collation folds case or pads with
+        spaces (MySQL/MariaDB's defaults) would take the second job for a duplicate of the first
+        and never run it."""
+        store = tck_fixture.store()
+        keys = ("tck-Key", "tck-key", "tck-key ")
+        jobs = [
+            store.insert_job(tck_fixture.new_pending_job(idempotency_key=k, tags=(k,)))
+            for k in keys
+        ]
+        assert len({job.id for job in jobs}) == 3
+        for key, job in zip(keys, jobs, strict=True):
+            found = store.find_by_idempotency_key(key)
+            assert found is not None and found.id == job.id, repr(key)
+            assert store.find_tags(job.id) == [key]
 
     def test_update_job_replaces_fields_and_tags(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()

@@ -18,7 +18,12 @@ import sqlalchemy as sa
 from alembic import op
 
 import ratchet_store_sql._types
-from ratchet_store_sql._types import key_string, long_text
+from ratchet_store_sql._types import long_text
+
+# the key column as this revision created it (0020 gives it the NO PAD collation)
+_BINARY_KEY = sa.String(255).with_variant(
+    sa.String(255, collation="utf8mb4_bin"), "mysql", "mariadb"
+)
 
 revision: str = "0005"
 down_revision: str | None = "0004"
@@ -32,7 +37,7 @@ def upgrade() -> None:
         op.add_column(table, sa.Column("flow_control", sa.Text(), nullable=True))
     op.create_table(
         "ratchet_rate_limits",
-        sa.Column("key", key_string(255), nullable=False),
+        sa.Column("key", _BINARY_KEY, nullable=False),
         sa.Column("tokens", sa.Float(), nullable=False),
         sa.Column("refreshed_at", ratchet_store_sql._types.UtcDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("key", name=op.f("pk_ratchet_rate_limits")),

@@ -19,7 +19,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-import ratchet_store_sql._types
+# the column as this revision created it (0020 gives it the NO PAD collation)
+_BINARY_KEY = sa.String(255).with_variant(
+    sa.String(255, collation="utf8mb4_bin"), "mysql", "mariadb"
+)
 
 revision: str = "0015"
 down_revision: str | None = "0014"
@@ -33,9 +36,7 @@ INDEX = "ix_ratchet_jobs_status_fairness_key"
 def upgrade() -> None:
     for table in _TABLES:
         with op.batch_alter_table(table) as batch:
-            batch.add_column(
-                sa.Column("fairness_key", ratchet_store_sql._types.key_string(255), nullable=True)
-            )
+            batch.add_column(sa.Column("fairness_key", _BINARY_KEY, nullable=True))
     where = sa.text("fairness_key IS NOT NULL")
     op.create_index(
         INDEX,
