@@ -511,8 +511,9 @@ def durability(backend: str) -> str:
             fsync = conn.execute("SHOW fsync").fetchone()
         return (
             f"durability: the same server for both (synchronous_commit={sync[0] if sync else '?'}, "
-            f"fsync={fsync[0] if fsync else '?'}); Ratchet's started marks commit without waiting "
-            "for the WAL flush, every other write of either side waits for it"
+            f"fsync={fsync[0] if fsync else '?'}); Ratchet's claims and started marks commit "
+            "without waiting for the WAL flush (ratchet_claim_commit=async, its default), every "
+            "other write of either side waits for it"
         )
     return (
         "durability: both WAL with synchronous=FULL (Ratchet's default; Huey's when fsync is "

@@ -118,7 +118,10 @@ def create_store_engine(
     backend = parsed.get_backend_name()
     pooler = _pooler_mode(parsed)
     history = _history_partition(parsed)
-    parsed = parsed.difference_update_query([POOLER_OPTION, HISTORY_PARTITION_OPTION])
+    claim_commit = _url_choice(parsed, CLAIM_COMMIT_OPTION, CLAIM_COMMIT_MODES, "claim commits")
+    parsed = parsed.difference_update_query(
+        [POOLER_OPTION, HISTORY_PARTITION_OPTION, CLAIM_COMMIT_OPTION]
+    )
     if pooler == "transaction" and parsed.get_driver_name() == "psycopg":
         # A transaction-pooling PgBouncer (before 1.21) hands each transaction to any server
         # connection, where a statement psycopg prepared on another one does not exist: never
@@ -153,6 +156,8 @@ def create_store_engine(
     setattr(engine, _POOLER, pooler)
     if history is not None:
         setattr(engine, _HISTORY_PARTITION, history)
+    if claim_commit is not None:
+        setattr(engine, _CLAIM_COMMIT, claim_commit)
     if backend == "sqlite":
         configure_sqlite(engine, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
     if liveness:
@@ -217,6 +222,20 @@ def history_partition(engine: sa.Engine) -> str | None:
     """The history partition width ``engine``'s URL named, or None when it named none."""
     value = getattr(engine, _HISTORY_PARTITION, None)
     return None if value is None else str(value)
+
+
+CLAIM_COMMIT_OPTION = "ratchet_claim_commit"
+"""URL option saying whether PostgreSQL's claims and started marks wait for the WAL flush at
+commit (``sync``) or not (``async``, the default; ``?ratchet_claim_commit=sync``); Ratchet's
+own, removed before the URL reaches the driver. See docs/stores/postgresql.md, Durability."""
+CLAIM_COMMIT_MODES = ("async", "sync")
+_CLAIM_COMMIT = "_ratchet_claim_commit"
+
+
+def claim_commit_async(engine: sa.Engine) -> bool:
+    """Whether ``engine``'s claims and started marks commit without waiting for the WAL flush
+    (its URL's ``ratchet_claim_commit``, ``async`` when absent)."""
+    return getattr(engine, _CLAIM_COMMIT, "async") == "async"
 
 
 def pooler_mode(engine: sa.Engine) -> str:

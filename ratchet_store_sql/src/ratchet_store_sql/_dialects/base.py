@@ -581,6 +581,11 @@ class ReturningClaim(Dialect):
         """The ``WHERE`` of the claim's UPDATE naming the picked rows."""
         raise NotImplementedError
 
+    def claim_commit_conditions(self) -> tuple[sa.ColumnElement[bool], ...]:
+        """Conditions added to the claim's ``WHERE`` that hold for every row and set how its
+        transaction commits (PostgreSQL's asynchronous claim commit); none by default."""
+        return ()
+
     def picked_rows(self, pick: sa.Select[Any]) -> Any:
         """The picked rows (``pick`` selects id, priority and scheduled_at in claim order) as
         a CTE read twice by a claim that marks its first jobs started: once for the rows to
@@ -628,7 +633,7 @@ class ReturningClaim(Dialect):
             target = self.claim_target(pick)
         return (
             sa.update(J)
-            .where(target)
+            .where(target, *self.claim_commit_conditions())
             .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
             .returning(*returned)
         )

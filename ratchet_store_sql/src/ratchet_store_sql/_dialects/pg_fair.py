@@ -70,11 +70,13 @@ def fair_claim_statement(
     *,
     with_tags: bool,
     marking: bool,
+    commit_conditions: Sequence[sa.ColumnElement[bool]] = (),
 ) -> Any:
     """The fair claim as one ``UPDATE ... RETURNING`` (parameters ``_claim_node``,
     ``_claim_limit`` and, when ``marking``, ``_claim_start``): the same order as
     ``base.fair_candidates`` ranks in Python (priority, rank, due time, id; a job's rank is
-    its position among its key's first due jobs of its priority plus the key's RUNNING jobs)."""
+    its position among its key's first due jobs of its priority plus the key's RUNNING jobs).
+    ``commit_conditions``: the dialect's ``claim_commit_conditions``."""
     limit = sa.bindparam("_claim_limit", type_=sa.Integer())
     # claim_filter's first condition is the status, here written as a literal
     where = [J.c.status == _PENDING, *claim_filter(now, execution_targets, tag_filter)[1:]]
@@ -169,7 +171,7 @@ def fair_claim_statement(
         )
     return (
         sa.update(J)
-        .where(J.c.id.in_(sa.select(picked.c.id)))
+        .where(J.c.id.in_(sa.select(picked.c.id)), *commit_conditions)
         .values(started_at=now, heartbeat_at=now, updated_at=now, **values)
         .returning(*returned)
     )

@@ -36,7 +36,7 @@ from ratchet_store_sql._dialects.base import (
     tagged,
 )
 from ratchet_store_sql._dialects.pg_fair import fair_claim_statement
-from ratchet_store_sql._engine import explicit_prepare
+from ratchet_store_sql._engine import claim_commit_async, explicit_prepare
 from ratchet_store_sql._errors import translate
 from ratchet_store_sql._types import UtcDateTime
 
@@ -86,14 +86,25 @@ def _pair_rows(pairs: Sequence[tuple[UUID, int]]) -> dict[str, str]:
     return {"rows": _json_rows([(job_id.hex, seq) for job_id, seq in pairs])}
 
 
+_ASYNC_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true))"
+"""SQL that makes the commit of the transaction it runs in not wait for the WAL flush
+(``synchronous_commit`` off for that transaction only: safe behind a transaction pooler). Used
+by the claim and the started marks unless the URL says ``ratchet_claim_commit=sync``; see
+docs/stores/postgresql.md, Durability, for what a crash of the server can then cost."""
+
+_CLAIM_COMMITS_ASYNC: tuple[sa.ColumnElement[bool], ...] = (
+    sa.literal_column(f"{_ASYNC_COMMIT} = 'off'", sa.Boolean()),
+)
+
+
 def _dispatch_many(async_commit: bool) -> Any:
     """The started marks of many claims as one statement. ``async_commit``: the commit does
-    not wait for the WAL flush (``synchronous_commit`` off for this statement's own
-    transaction only, so only where the statement IS the transaction: autocommit). A started
-    mark sits between a job's hand-over to its thread and its start; a mark lost to a crash of
-    the server itself (not of a worker) makes recovery give the attempt back to a job that had
-    started, the at-least-once rule's usual duplicate. Every other write stays synchronous."""
-    relaxed = ", (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit"
+    not wait for the WAL flush (``_ASYNC_COMMIT``, for this statement's own transaction only,
+    so only where the statement IS the transaction: autocommit). A started mark sits between a
+    job's hand-over to its thread and its start; a mark lost to a crash of the server itself
+    (not of a worker) makes recovery give the attempt back to a job that had started, the
+    at-least-once rule's usual duplicate. Outcome writes stay synchronous."""
+    relaxed = f", {_ASYNC_COMMIT} AS async_commit"
     return sa.text(
         f"UPDATE {J.name} AS j SET dispatched_at = coalesce(j.dispatched_at, {_NOW})"
         f" FROM {_recordset('rows', _PAIRS)}"
@@ -219,6 +230,18 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
     tags_in_claim = True
     execution_key = ("id", "started_at")
 
+    def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
+        super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        # claims and started marks commit without waiting for the WAL flush unless the URL
+        # says ``ratchet_claim_commit=sync``
+        self.async_claim_commit = claim_commit_async(engine)
+        self._marks_statement = (
+            _DISPATCH_MANY_ASYNC_COMMIT if self.async_claim_commit else _DISPATCH_MANY
+        )
+
+    def claim_commit_conditions(self) -> tuple[sa.ColumnElement[bool], ...]:
+        return _CLAIM_COMMITS_ASYNC if self.async_claim_commit else ()
+
     def unindexed(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
         # ``column || ''``: every job that runs leaves dead entries under 'RUNNING' (and under
         # its node) in the status and owner indexes until the next vacuum; the planner does
@@ -272,7 +295,12 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
         stmt = self._claim_statements.get(key)
         if stmt is None:
             stmt = fair_claim_statement(
-                self.now(), execution_targets, tag_filter, with_tags=with_tags, marking=marking
+                self.now(),
+                execution_targets,
+                tag_filter,
+                with_tags=with_tags,
+                marking=marking,
+                commit_conditions=self.claim_commit_conditions(),
             )
             if len(self._claim_statements) < 64:
                 self._claim_statements[key] = stmt
@@ -444,9 +472,7 @@ class PsycopgDialect(PostgresDialect):
     def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
         if store._bound is not None or len(pairs) > CHUNK:
             return super().mark_dispatched(store, pairs)
-        rows = self.autocommit(
-            store, "mark_dispatched", _DISPATCH_MANY_ASYNC_COMMIT, _pair_rows(pairs)
-        )
+        rows = self.autocommit(store, "mark_dispatched", self._marks_statement, _pair_rows(pairs))
         return {row[0] for row in rows}
 
     def insert_job(self, store: SqlBase, job: JobEntity) -> JobEntity:
