@@ -506,14 +506,24 @@ def durability(backend: str) -> str:
         import psycopg
 
         admin = bench_engine.PG.replace("postgresql+psycopg://", "postgresql://") + "/postgres"
-        with psycopg.connect(admin) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
             sync = conn.execute("SHOW synchronous_commit").fetchone()
             fsync = conn.execute("SHOW fsync").fetchone()
+            # a one-row insert waits for its commit's WAL flush: this machine's commit
+            # latency, which moves every figure (and from day to day)
+            conn.execute("CREATE TABLE IF NOT EXISTS ratchet_bench_commit_probe (x int)")
+            commits = []
+            for _ in range(50):
+                started = time.perf_counter()
+                conn.execute("INSERT INTO ratchet_bench_commit_probe VALUES (1)")
+                commits.append((time.perf_counter() - started) * 1000)
+            conn.execute("DROP TABLE ratchet_bench_commit_probe")
         return (
             f"durability: the same server for both (synchronous_commit={sync[0] if sync else '?'}, "
-            f"fsync={fsync[0] if fsync else '?'}); Ratchet's claims and started marks commit "
-            "without waiting for the WAL flush (ratchet_claim_commit=async, its default), every "
-            "other write of either side waits for it"
+            f"fsync={fsync[0] if fsync else '?'}; a flushed commit takes "
+            f"{statistics.median(commits):.3f} ms, median of 50); Ratchet's claims and started "
+            "marks commit without waiting for the WAL flush (ratchet_claim_commit=async, its "
+            "default), every other write of either side waits for it"
         )
     return (
         "durability: both WAL with synchronous=FULL (Ratchet's default; Huey's when fsync is "
