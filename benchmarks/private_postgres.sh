@@ -5,6 +5,11 @@
 #   benchmarks/private_postgres.sh start [PORT]   # prints the URL for RATCHET_BENCH_PG
 #   benchmarks/private_postgres.sh stop           # stops it and removes its directory
 #
+# RATCHET_PRIVATE_PG_CONF: more postgresql.conf lines, e.g. a disk whose flush takes 2 ms
+# (every commit that waits for its WAL flush waits 2 ms more; asynchronous commits do not):
+#   RATCHET_PRIVATE_PG_CONF=$'commit_delay = 2000\ncommit_siblings = 0' \
+#     benchmarks/private_postgres.sh start
+#
 # Settings an operator would give a queue of a million waiting jobs on a 24 GiB machine:
 # shared_buffers 2GB (the jobs table and its indexes fit), max_wal_size 4GB and
 # checkpoint_timeout 15min (fewer checkpoints, so fewer full-page images after each),
@@ -27,6 +32,7 @@ max_wal_size = 4GB
 checkpoint_timeout = 15min
 wal_compression = lz4
 autovacuum = on
+${RATCHET_PRIVATE_PG_CONF:-}
 CONF
   runuser -u postgres -- "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/log" -w start >/dev/null
   echo "postgresql+psycopg://postgres@127.0.0.1:$PORT"
