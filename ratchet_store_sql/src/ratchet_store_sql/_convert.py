@@ -23,6 +23,7 @@ from uuid import UUID
 
 import attrs
 import cattrs
+import sqlalchemy as sa
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ratchet_api.errors import StoreDataError
@@ -42,6 +43,7 @@ from ratchet_api.store.entities import (
     RecurringJobEntity,
     WorkflowConditionEntity,
 )
+from ratchet_store_sql import schema as s
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
@@ -86,6 +88,31 @@ def enum_value(kind: type[E], value: Any, field: str, job_id: UUID | None = None
         raise StoreDataError(
             field, f"unknown value {value!r} (expected one of {allowed})", job_id=job_id
         ) from None
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+"""The range of an ``INTEGER`` column on PostgreSQL and MariaDB (SQLite's holds 64 bits; the
+store refuses the same values on every dialect, so a job moves between stores unchanged)."""
+
+
+def _int32_columns(table: sa.Table) -> tuple[str, ...]:
+    """The columns of ``table`` that hold a 32-bit integer (``BIGINT`` columns hold the rest)."""
+    return tuple(
+        column.name
+        for column in table.columns
+        if isinstance(column.type, sa.Integer) and not isinstance(column.type, sa.BigInteger)
+    )
+
+
+def require_int32(value: int, field: str, job_id: UUID | None = None) -> None:
+    """Refuse an integer its 32-bit column cannot hold, naming it: PostgreSQL's binary COPY
+    would otherwise write its low 32 bits (2**40 stored as 0), never an error."""
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise StoreDataError(
+            field,
+            f"{value} is outside the range of its column ({INT32_MIN}..{INT32_MAX})",
+            job_id=job_id,
+        )
 
 
 def require_utc(value: datetime | None, field: str) -> None:
@@ -184,11 +211,13 @@ def _unstructure(entity: Any) -> dict[str, Any]:
 
 
 def _checked_write(
-    cls: type, to_row: Callable[[Any], dict[str, Any]]
+    cls: type, to_row: Callable[[Any], dict[str, Any]], table: sa.Table
 ) -> Callable[[Any], dict[str, Any]]:
-    """``to_row`` after the checks a row needs before it is written: aware UTC datetimes and
-    known enum values, each refused with ``StoreDataError`` naming the field."""
+    """``to_row`` after the checks a row needs before it is written: aware UTC datetimes, known
+    enum values and integers that fit their column, each refused with ``StoreDataError``
+    naming the field."""
     resolved = attrs.fields(attrs.resolve_types(cls))
+    ints = [f.name for f in resolved if f.name in _int32_columns(table)]
     enums = [
         (f.name, f.type)
         for f in resolved
@@ -202,6 +231,8 @@ def _checked_write(
             require_utc(getattr(entity, name), name)
         for name, kind in enums:
             enum_value(kind, getattr(entity, name), name, job_id)
+        for name in ints:
+            require_int32(getattr(entity, name), name, job_id)
         return to_row(entity)
 
     return write
@@ -229,6 +260,7 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
         if isinstance(kind := resolved[n], type) and issubclass(kind, enum.Enum)
     ]
     priority = JOB_FIELDS.index("priority")
+    ints = [(i, n) for i, n in enumerate(JOB_FIELDS) if n in _int32_columns(s.jobs)]
 
     def values(job: JobEntity) -> tuple[Any, ...]:
         out = list(getter(job))
@@ -244,6 +276,10 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
                 else enum_value(kind, member, name, job.id).value
             )
         out[priority] = int(out[priority])
+        for index, name in ints:
+            value = out[index]
+            if not INT32_MIN <= value <= INT32_MAX:
+                require_int32(value, name, job.id)
         return tuple(out)
 
     return values
@@ -333,10 +369,10 @@ def row_to_log(row: Row) -> JobLogLine:
     return _structure(dict(row), JobLogLine, row["job_id"])
 
 
-_write_job = _checked_write(JobEntity, _unstructure)
-_write_node = _checked_write(NodeEntity, _unstructure)
-_write_recurring = _checked_write(RecurringJobEntity, _unstructure)
-_write_batch = _checked_write(BatchEntity, _unstructure)
-_write_condition = _checked_write(WorkflowConditionEntity, _unstructure)
-_write_execution = _checked_write(ExecutionRecord, _unstructure)
-_write_log = _checked_write(JobLogLine, _unstructure)
+_write_job = _checked_write(JobEntity, _unstructure, s.jobs)
+_write_node = _checked_write(NodeEntity, _unstructure, s.nodes)
+_write_recurring = _checked_write(RecurringJobEntity, _unstructure, s.recurring_jobs)
+_write_batch = _checked_write(BatchEntity, _unstructure, s.batches)
+_write_condition = _checked_write(WorkflowConditionEntity, _unstructure, s.workflow_conditions)
+_write_execution = _checked_write(ExecutionRecord, _unstructure, s.executions)
+_write_log = _checked_write(JobLogLine, _unstructure, s.job_logs)

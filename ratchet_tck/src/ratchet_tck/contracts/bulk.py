@@ -21,7 +21,10 @@ from ratchet_tck.versions import spi
 class JobBulkStoreContract(StoreContract):
     """Bulk writes are atomic and keep tags; recovery and cleanup touch only what they name."""
 
-    summary = "bulk insert, orphan reset, stale detection, touch, dead-letter deletion"
+    summary = (
+        "bulk insert (an integer the store cannot hold refused, never altered), orphan reset, "
+        "stale detection, touch, dead-letter deletion"
+    )
 
     def test_bulk_insert_stores_jobs_with_tags(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
@@ -55,6 +58,25 @@ class JobBulkStoreContract(StoreContract):
             store.bulk_insert([*good, bad])
         for job in good:
             assert store.find_by_id(job.id) is None, "bulk_insert must be all or nothing"
+
+    def test_bulk_insert_never_changes_an_integer_it_cannot_hold(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """A ``max_retries`` of 2**40 is either refused with ``StoreDataError`` naming the
+        field, writing nothing of the batch, or stored as it is: never altered (a 32-bit
+        column written by PostgreSQL's binary COPY keeps the low 32 bits: 0)."""
+        store = tck_fixture.store()
+        good = tck_fixture.new_pending_job()
+        big = tck_fixture.new_pending_job(max_retries=2**40)
+        try:
+            stored = store.bulk_insert([good, big])
+        except StoreDataError as exc:
+            assert "max_retries" in str(exc)
+            assert store.find_by_id(good.id) is None, "bulk_insert must be all or nothing"
+            assert store.find_by_id(big.id) is None
+        else:
+            assert stored == 2
+            assert self.reload(store, big).max_retries == 2**40
 
     @spi(since=SPI_1_1)
     def test_reset_orphan_jobs_of_dead_nodes(self, tck_fixture: StoreFixture) -> None:

@@ -24,7 +24,8 @@ class JobCrudStoreContract(StoreContract):
 
     summary = (
         "insert, find, update, delete; idempotency keys and tags compared byte by byte"
-        " (case and trailing spaces count); bad input"
+        " (case and trailing spaces count); an integer the store cannot hold refused, never"
+        " altered; bad input"
     )
 
     def test_insert_then_find_returns_every_field(self, tck_fixture: StoreFixture) -> None:
@@ -107,6 +108,29 @@ class JobCrudStoreContract(StoreContract):
             found = store.find_by_idempotency_key(key)
             assert found is not None and found.id == job.id, repr(key)
             assert store.find_tags(job.id) == [key]
+
+    def test_insert_never_changes_an_integer_it_cannot_hold(
+        self, tck_fixture: StoreFixture
+    ) -> None:
+        """A ``max_retries`` of 2**40 is refused with ``StoreDataError`` naming the field or
+        stored as it is, never altered; an update of ``attempt`` likewise."""
+        store = tck_fixture.store()
+        big = tck_fixture.new_pending_job(max_retries=2**40)
+        try:
+            store.insert_job(big)
+        except StoreDataError as exc:
+            assert "max_retries" in str(exc)
+            assert store.find_by_id(big.id) is None
+        else:
+            assert self.reload(store, big).max_retries == 2**40
+        job = store.insert_job(tck_fixture.new_pending_job())
+        try:
+            store.update_job(attrs.evolve(job, attempt=2**40))
+        except StoreDataError as exc:
+            assert "attempt" in str(exc)
+            assert self.reload(store, job).attempt == job.attempt
+        else:
+            assert self.reload(store, job).attempt == 2**40
 
     def test_update_job_replaces_fields_and_tags(self, tck_fixture: StoreFixture) -> None:
         store = tck_fixture.store()
