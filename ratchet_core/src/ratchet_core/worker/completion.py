@@ -153,7 +153,10 @@ class CompletionBatcher(CompleterBase):
             closed = self._closed
             if not closed:
                 self._marks[job_id] = claim_seq
-                self._cond.notify_all()
+                if len(self._marks) == 1:
+                    # the first mark wakes an idle flusher; one filling a batch takes every
+                    # mark with it anyway (a wake-up per started job cost the worker CPU)
+                    self._cond.notify_all()
         if closed:  # no flusher any more: written now
             self._mark_started({job_id: claim_seq})
 

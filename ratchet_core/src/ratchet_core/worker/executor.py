@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from ratchet_api.errors import TargetNotImportableError
-from ratchet_api.model import ExecutionKind, JobLoggerContext
+from ratchet_api.model import JobLoggerContext
 from ratchet_api.spi import (
     BeanResolver,
     ErrorSanitizer,
@@ -41,7 +41,7 @@ from ratchet_core.enqueue.invocation import check_stored_target
 from ratchet_core.observability.tracing import Tracing
 from ratchet_core.payload.codec import PayloadCodec
 from ratchet_core.worker.context import RunningJobContext
-from ratchet_core.worker.execution import ClaimedJob, GateKey
+from ratchet_core.worker.execution import ASYNC_GATE, SYNC_GATE, ClaimedJob, GateKey
 from ratchet_core.worker.outcome import REFUSED
 from ratchet_core.worker.tracebacks import safe_sanitize
 
@@ -212,8 +212,7 @@ class JobExecutor:
         if label:
             job.gate = GateKey.of_label(label)
         else:
-            kind = ExecutionKind.ASYNC if loaded.is_async else ExecutionKind.SYNC
-            job.gate = GateKey.of_kind(kind)
+            job.gate = ASYNC_GATE if loaded.is_async else SYNC_GATE
         return None
 
     def attempt_sync(self, job: ClaimedJob) -> Attempt:

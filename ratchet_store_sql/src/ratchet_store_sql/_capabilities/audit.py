@@ -31,8 +31,7 @@ class AuditOperations(SqlBase):
     def save_executions(self, records: Sequence[ExecutionRecord]) -> None:
         if not records:
             return
-        rows = [execution_to_row(r) for r in records]
-        self._d.save_executions(self, rows)
+        self._d.save_executions(self, records)
 
     def find_executions_by_job_id(self, job_id: UUID) -> list[ExecutionRecord]:
         e = s.executions

@@ -24,12 +24,13 @@ from ratchet_api.model import JobStatus, NodeTagFilter
 from ratchet_api.store.entities import (
     MAX_TAG_LENGTH,
     Completion,
+    ExecutionRecord,
     FailedClaim,
     FailureWrite,
     JobEntity,
 )
 from ratchet_store_sql import schema as s
-from ratchet_store_sql._convert import job_to_row, row_to_job
+from ratchet_store_sql._convert import execution_to_row, job_to_row, row_to_job
 from ratchet_store_sql._types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -421,6 +422,12 @@ class Dialect:
         """Fenced successes of one chunk on ``conn``, their batches counted; the ids written."""
         raise NotImplementedError
 
+    def succeed_alone(self, store: SqlBase, part: Sequence[Completion]) -> set[UUID] | None:
+        """Fenced successes of one chunk as a single statement straight on the driver, outside
+        any caller's transaction: the ids written; None where the dialect has no such path
+        (the caller then uses :meth:`succeed_chunk`)."""
+        return None
+
     def fail_chunk(
         self, conn: sa.Connection, part: Sequence[FailedClaim], now: sa.ColumnElement[datetime]
     ) -> set[UUID]:
@@ -505,8 +512,9 @@ class Dialect:
         """Called after a bulk insert of ``inserted`` rows committed on a connection of the
         store's own (not in a joined transaction)."""
 
-    def save_executions(self, store: SqlBase, rows: list[dict[str, Any]]) -> None:
-        """Upsert execution records (rows from ``execution_to_row``) by id."""
+    def save_executions(self, store: SqlBase, records: Sequence[ExecutionRecord]) -> None:
+        """Upsert execution records by id."""
+        rows = [execution_to_row(r) for r in records]
         stmt = self.upsert_many(
             s.executions, list(self.execution_key), [k for k in rows[0] if k != "id"]
         )
