@@ -88,3 +88,22 @@ def test_an_explicit_pool_pre_ping_pings_every_checkout(
         assert len(pings) == 2  # every checkout of a pooled connection (not the new one)
     finally:
         engine.dispose()
+
+
+def test_the_most_recently_returned_connection_is_handed_out_first(
+    server_store: SqlJobStore,
+) -> None:
+    """Last in, first out: a worker that needs one connection at a time keeps reusing the one
+    whose server process is warm (a claim after 60 ms idle measured 0.15-0.4 ms faster), and
+    the connections it does not need stay idle."""
+    engine = server_store.engine
+    first, second = engine.raw_connection(), engine.raw_connection()
+    first_driver, second_driver = first.driver_connection, second.driver_connection
+    first.close()
+    second.close()  # returned last
+    again = engine.raw_connection()
+    try:
+        assert again.driver_connection is second_driver
+        assert again.driver_connection is not first_driver
+    finally:
+        again.close()

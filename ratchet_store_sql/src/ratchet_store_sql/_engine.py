@@ -140,6 +140,9 @@ def create_store_engine(
         kwargs.setdefault("pool_size", pool_size or 10)
         kwargs.setdefault("max_overflow", 10)
         kwargs.setdefault("pool_recycle", 3600)
+        # The most recently returned connection first: its server process is the one still
+        # warm, and connections the worker does not need stay idle (ping-free checkouts)
+        kwargs.setdefault("pool_use_lifo", True)
     # A pooled connection the server dropped is found at checkout and replaced before any
     # statement is sent: by SQLAlchemy's ping on every checkout when the caller asks for
     # pool_pre_ping, otherwise by the cheaper check of install_liveness_check.
