@@ -287,6 +287,25 @@ def test_circuit_breaker_marker_reaches_the_loaded_target(
         del targets.add.__ratchet_circuit_breaker__  # type: ignore[attr-defined]
 
 
+def test_a_target_loaded_again_is_checked_again_and_reused_only_while_allowed() -> None:
+    """The dispatch side keeps the loaded target of a name it checked (one per target, not
+    one per job), but every load still asks the ClassPolicy: a target refused after its first
+    load is refused at the next dispatch; a no-argument target binds to no arguments."""
+    allowed = ["tests."]
+    policy = PackagePrefixClassPolicy(allowed)
+    resolver = DefaultJobInvocationResolver(
+        CattrsPayloadSerializer(policy), policy, ContainerBeanResolver(AppContainer())
+    )
+    invocation = resolver.resolve(targets.noop, [])
+    first = resolver.load(invocation)
+    assert resolver.load(invocation) is first
+    assert resolver.bind_arguments(first, invocation, None) == ((), {})
+    refusing = PackagePrefixClassPolicy(["elsewhere."])
+    object.__setattr__(resolver, "_policy", refusing)  # the policy changed at run time
+    with pytest.raises(ClassNotAllowedError, match=r"tests\.engine\.targets\.noop"):
+        resolver.load(invocation)
+
+
 def test_lambda_analyzer_describes_and_refuses_like_the_resolver(
     resolver: DefaultJobInvocationResolver,
 ) -> None:

@@ -77,6 +77,7 @@ class DefaultJobInvocationResolver:
         self._policy = class_policy
         self._beans = bean_resolver
         self._loaded: dict[tuple[str, str, bool], TargetInfo] = {}
+        self._targets: dict[int, tuple[TargetInfo, LoadedTarget]] = {}  # by id() of the info
         self._inspected: dict[tuple[str, str], tuple[Any, TargetInfo]] = {}
         self._described: dict[Any, tuple[NameChain, TargetInfo]] = {}  # see ``describe``
         self._lock = threading.Lock()
@@ -452,7 +453,10 @@ class DefaultJobInvocationResolver:
                 f"{invocation.signature}, now {info.signature}",
             )
         marker = getattr(info.function, CIRCUIT_BREAKER_ATTRIBUTE, None)
-        return LoadedTarget(
+        cached = self._targets.get(id(info))  # the same checked info: the same target
+        if cached is not None and cached[0] is info and cached[1].circuit_breaker is marker:
+            return cached[1]
+        loaded = LoadedTarget(
             function=info.call,
             owner_class=None if info.static else info.owner,
             is_async=inspect.iscoroutinefunction(info.function),
@@ -462,6 +466,8 @@ class DefaultJobInvocationResolver:
             hints=info.hints,
             context_parameters=info.context_parameters,
         )
+        self._targets[id(info)] = (info, loaded)
+        return loaded
 
     def sign(self, invocation: JobInvocation) -> JobInvocation:
         """``invocation`` with the target's current signature recorded when it has none (an
@@ -508,6 +514,8 @@ class DefaultJobInvocationResolver:
         """The call arguments: each stored JSON value restored from its parameter's type hint
         (``PayloadError`` naming the argument), ``context`` injected into ``JobContext``
         parameters. For a non-static target the instance is not included."""
+        if not loaded.parameters and not invocation.args and not invocation.kwargs:
+            return (), {}  # a target without parameters: nothing to bind
         binding_params = [p for p in loaded.parameters if p.name not in loaded.context_parameters]
         try:
             bound = inspect.Signature(binding_params).bind(
