@@ -177,14 +177,22 @@ def wait_for_stamp(path: Path, before: float) -> float:
 
 
 def empty_ratchet(url: str) -> None:
+    """Every Ratchet table emptied the way ``pgq_empty`` empties PgQueuer's on PostgreSQL
+    (``TRUNCATE``: no dead rows left for the next phase's claims to step over, which a
+    ``DELETE`` of the 10,000 processed jobs left in the claim index until autovacuum came);
+    ``DELETE`` on SQLite, as Huey's ``flush``."""
     import sqlalchemy as sa
 
     from ratchet_store_sql.schema import metadata
 
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        for table in reversed(metadata.sorted_tables):
-            conn.execute(table.delete())
+        if engine.dialect.name == "postgresql":
+            names = ", ".join(table.name for table in metadata.sorted_tables)
+            conn.exec_driver_sql(f"TRUNCATE {names}")
+        else:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
     engine.dispose()
 
 
