@@ -65,6 +65,7 @@ def test_the_document_holds_what_the_converter_writes() -> None:
         ("started_at", datetime(2026, 12, 5, 10, 0)),  # naive
         ("finished_at", datetime(2026, 12, 5, 11, 0, tzinfo=timezone(timedelta(hours=1)))),
         ("attempt", 2**40),
+        ("attempt", None),
     ],
 )
 def test_a_record_the_converter_refuses_is_refused_naming_the_field(

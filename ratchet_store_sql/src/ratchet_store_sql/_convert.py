@@ -107,6 +107,10 @@ def _int32_columns(table: sa.Table) -> tuple[str, ...]:
 def require_int32(value: int, field: str, job_id: UUID | None = None) -> None:
     """Refuse an integer its 32-bit column cannot hold, naming it: PostgreSQL's binary COPY
     would otherwise write its low 32 bits (2**40 stored as 0), never an error."""
+    if not isinstance(value, int):
+        raise StoreDataError(
+            field, f"expected an integer, got {type(value).__name__}", job_id=job_id
+        )
     if not INT32_MIN <= value <= INT32_MAX:
         raise StoreDataError(
             field,
@@ -278,7 +282,7 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
         out[priority] = int(out[priority])
         for index, name in ints:
             value = out[index]
-            if not INT32_MIN <= value <= INT32_MAX:
+            if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
                 require_int32(value, name, job.id)
         return tuple(out)
 

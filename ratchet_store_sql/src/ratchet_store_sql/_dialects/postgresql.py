@@ -269,6 +269,7 @@ def _execution_document(records: Sequence[ExecutionRecord]) -> dict[str, str]:
             not _plain_stamp(started)
             or (finished is not None and not _plain_stamp(finished))
             or type(r.status) is not JobStatus
+            or type(r.attempt) is not int
             or not INT32_MIN <= r.attempt <= INT32_MAX
         ):
             execution_to_row(r)  # raises StoreDataError naming the field
