@@ -291,17 +291,13 @@ def test_a_target_loaded_again_is_checked_again_and_reused_only_while_allowed() 
     """The dispatch side keeps the loaded target of a name it checked (one per target, not
     one per job), but every load still asks the ClassPolicy: a target refused after its first
     load is refused at the next dispatch; a no-argument target binds to no arguments."""
-    allowed = ["tests."]
-    policy = PackagePrefixClassPolicy(allowed)
-    resolver = DefaultJobInvocationResolver(
-        CattrsPayloadSerializer(policy), policy, ContainerBeanResolver(AppContainer())
-    )
+    resolver = make_resolver()
     invocation = resolver.resolve(targets.noop, [])
     first = resolver.load(invocation)
     assert resolver.load(invocation) is first
     assert resolver.bind_arguments(first, invocation, None) == ((), {})
     refusing = PackagePrefixClassPolicy(["elsewhere."])
-    object.__setattr__(resolver, "_policy", refusing)  # the policy changed at run time
+    resolver._policy = refusing  # the policy changed at run time
     with pytest.raises(ClassNotAllowedError, match=r"tests\.engine\.targets\.noop"):
         resolver.load(invocation)
 

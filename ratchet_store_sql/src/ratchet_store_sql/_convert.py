@@ -214,14 +214,13 @@ def _unstructure(entity: Any) -> dict[str, Any]:
     return row
 
 
-def _checked_write(
-    cls: type, to_row: Callable[[Any], dict[str, Any]], table: sa.Table
-) -> Callable[[Any], dict[str, Any]]:
-    """``to_row`` after the checks a row needs before it is written: aware UTC datetimes, known
-    enum values and integers that fit their column, each refused with ``StoreDataError``
-    naming the field."""
+def _write_checks(cls: type, table: sa.Table) -> Callable[[Any], None]:
+    """The checks an entity of ``cls`` needs before it is written to ``table``: aware UTC
+    datetimes, known enum values and integers that fit their column, each refused with
+    ``StoreDataError`` naming the field."""
     resolved = attrs.fields(attrs.resolve_types(cls))
-    ints = [f.name for f in resolved if f.name in _int32_columns(table)]
+    int32 = _int32_columns(table)
+    ints = [f.name for f in resolved if f.name in int32]
     enums = [
         (f.name, f.type)
         for f in resolved
@@ -229,7 +228,7 @@ def _checked_write(
     ]
     stamps = [f.name for f in resolved if "datetime" in str(f.type)]
 
-    def write(entity: Any) -> dict[str, Any]:
+    def check(entity: Any) -> None:
         job_id = entity.id if isinstance(entity, JobEntity) else None
         for name in stamps:
             require_utc(getattr(entity, name), name)
@@ -237,6 +236,18 @@ def _checked_write(
             enum_value(kind, getattr(entity, name), name, job_id)
         for name in ints:
             require_int32(getattr(entity, name), name, job_id)
+
+    return check
+
+
+def _checked_write(
+    cls: type, to_row: Callable[[Any], dict[str, Any]], table: sa.Table
+) -> Callable[[Any], dict[str, Any]]:
+    """``to_row`` after :func:`_write_checks`."""
+    check = _write_checks(cls, table)
+
+    def write(entity: Any) -> dict[str, Any]:
+        check(entity)
         return to_row(entity)
 
     return write
@@ -264,7 +275,8 @@ def _job_values_writer() -> Callable[[JobEntity], tuple[Any, ...]]:
         if isinstance(kind := resolved[n], type) and issubclass(kind, enum.Enum)
     ]
     priority = JOB_FIELDS.index("priority")
-    ints = [(i, n) for i, n in enumerate(JOB_FIELDS) if n in _int32_columns(s.jobs)]
+    int32 = _int32_columns(s.jobs)
+    ints = [(i, n) for i, n in enumerate(JOB_FIELDS) if n in int32]
 
     def values(job: JobEntity) -> tuple[Any, ...]:
         out = list(getter(job))
@@ -378,5 +390,8 @@ _write_node = _checked_write(NodeEntity, _unstructure, s.nodes)
 _write_recurring = _checked_write(RecurringJobEntity, _unstructure, s.recurring_jobs)
 _write_batch = _checked_write(BatchEntity, _unstructure, s.batches)
 _write_condition = _checked_write(WorkflowConditionEntity, _unstructure, s.workflow_conditions)
+check_execution = _write_checks(ExecutionRecord, s.executions)
+"""The checks of ``execution_to_row`` without the row (PostgreSQL builds its audit document
+from the entities)."""
 _write_execution = _checked_write(ExecutionRecord, _unstructure, s.executions)
 _write_log = _checked_write(JobLogLine, _unstructure, s.job_logs)
