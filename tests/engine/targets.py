@@ -195,6 +195,11 @@ def bulk_item(n: int) -> int:
     return n
 
 
+def bulk_text(text: str) -> str:
+    """Only enqueued by the bulk-parts test (it counts jobs by this target)."""
+    return text
+
+
 def describe_node(node: NodeIdentity) -> str:
     """Its hint names ``ratchet_api.model.NodeIdentity``, outside the ``tests.`` allowlist."""
     return f"{node.node_id}@{node.host}"

@@ -4,7 +4,7 @@ nodes and tags."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -60,6 +60,13 @@ def _same_job(stored: JobEntity, job: JobEntity) -> bool:
         job.target,
         job.payload,
         job.idempotency_key,
+    )
+
+
+def bulk_duplicate(exc: sa.exc.IntegrityError) -> DuplicateJobError:
+    """A bulk insert's integrity error: a job id (or, past the store's checks, a key) exists."""
+    return DuplicateJobError(
+        f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
     )
 
 
@@ -426,6 +433,22 @@ class JobOperations(SqlBase):
             self._d.after_bulk_insert(self, inserted)
         return inserted
 
+    def bulk_insert_parts(self, parts: Iterable[Sequence[JobEntity]]) -> int:
+        """``StreamingBulkStore``: where the dialect can write while the caller builds the
+        next part (PostgreSQL's COPY, outside a caller's transaction) the parts go into one
+        COPY as they come; elsewhere every part is read first, before the transaction opens
+        (SQLite's write lock is not held while the engine builds jobs), then one
+        ``bulk_insert``."""
+        if self._bound is not None or not self._d.streams_parts:
+            return self.bulk_insert([job for part in parts for job in part])
+        with self._write("bulk_insert") as conn:
+            try:
+                inserted = self._d.insert_parts(conn, parts, self._insert_jobs)
+            except sa.exc.IntegrityError as exc:
+                raise bulk_duplicate(exc) from exc
+        self._d.after_bulk_insert(self, inserted)
+        return inserted
+
     def _insert_jobs(self, conn: sa.Connection, jobs: Sequence[JobEntity]) -> int:
         """``bulk_insert`` on the caller's connection (idempotency keys that exist skipped)."""
         # every job is checked and converted, also a duplicate that is then skipped
@@ -460,9 +483,7 @@ class JobOperations(SqlBase):
         try:
             self._d.insert_rows(conn, [row for _, row in rows], tag_rows)
         except sa.exc.IntegrityError as exc:
-            raise DuplicateJobError(
-                f"bulk_insert: a job id or idempotency key already exists ({exc.orig})"
-            ) from exc
+            raise bulk_duplicate(exc) from exc
         return len(rows)
 
     @retry_conflicts

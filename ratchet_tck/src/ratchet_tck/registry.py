@@ -31,6 +31,7 @@ ALL_CONTRACTS: tuple[type[StoreContract], ...] = (
     _c.QueueStatsStoreContract,
     _c.FairClaimStoreContract,
     _c.WorkerBatchStoreContract,
+    _c.StreamingBulkStoreContract,
     _c.JobAuditStoreContract,
     _c.JobExtensionStoreContract,
     _c.SealedValueStoreContract,

@@ -56,6 +56,8 @@ CAPABILITY_FEATURES: Mapping[str, str] = {
     "key's backlog delays the jobs of every other key",
     "WorkerBatchStore": "nothing but round trips: started marks after the start, one "
     "statement per failed job",
+    "StreamingBulkStore": "nothing but time: a bulk enqueue builds every job before the store "
+    "writes the first one",
 }
 """What the engine cannot do on a store without each optional capability (the report lists it
 for every capability the store does not advertise)."""

@@ -30,7 +30,7 @@ docstrings; ``docs/stores/changelog.md`` lists every change and what a store mus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar, runtime_checkable
 from uuid import UUID
@@ -764,6 +764,26 @@ class WorkerBatchStore(Protocol):
 
 
 @runtime_checkable
+class StreamingBulkStore(Protocol):
+    """A bulk insert whose jobs arrive in parts, so the store can write the first parts while
+    the engine builds the next (PostgreSQL: one COPY that the server inserts and indexes while
+    the client is still building rows). A store without it gets the engine's fallback: every
+    part built first, then one ``JobBulkStore.bulk_insert``.
+
+    Since store SPI 1.1 (third wave)."""
+
+    def bulk_insert_parts(self, parts: Iterable[Sequence[JobEntity]]) -> int:
+        """``JobBulkStore.bulk_insert`` of the jobs of every part, in order, as one atomic
+        unit: the same checks (a bad job refused with ``StoreDataError`` naming the field,
+        nothing of any part written), the same skipping of idempotency keys that exist or
+        repeat (across parts too), tags kept; returns the number inserted. The store may write
+        a part before it reads the next one, and reads ``parts`` once. When iterating
+        ``parts`` raises, nothing of any part is written and that exception propagates
+        unchanged. REQUIRED."""
+        ...
+
+
+@runtime_checkable
 class JobAuditStore(Protocol):
     """Execution history and per-job logs."""
 
@@ -903,6 +923,7 @@ CAPABILITIES: tuple[type, ...] = (
     QueueStatsStore,
     FairClaimStore,
     WorkerBatchStore,
+    StreamingBulkStore,
     JobAuditStore,
     JobExtensionStore,
     SealedValueStore,
@@ -970,6 +991,7 @@ __all__ = [
     "ResourcePermitStore",
     "SchemaManager",
     "SignalStore",
+    "StreamingBulkStore",
     "TagStore",
     "WorkerBatchStore",
     "WorkflowConditionStore",

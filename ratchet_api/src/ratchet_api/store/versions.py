@@ -207,6 +207,15 @@ SPI_CHANGES: Final[tuple[SpiChange, ...]] = (
     ),
     SpiChange(
         version=SPI_1_1,
+        member="StreamingBulkStore",
+        change="new capability (third wave): bulk_insert_parts, a bulk insert whose jobs "
+        "arrive in parts the store may write before it reads the next (one atomic unit; an "
+        "exception from the parts writes nothing)",
+        fallback="the engine builds every job of a bulk enqueue, then calls bulk_insert once",
+        lost="nothing but time: the store cannot write while a large enqueue_many is built",
+    ),
+    SpiChange(
+        version=SPI_1_1,
         member="SealedValueStore",
         change="new capability: scan_values and replace_values",
         fallback="not advertised by a 1.0 store",

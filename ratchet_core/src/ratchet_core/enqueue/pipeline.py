@@ -24,8 +24,10 @@ definition fires. The steps, in order, each in one method:
    derived id), so that the associated data of every envelope matches the row it is stored in;
 6. **build the entity**: the first job of a bulk through ``JobEntity``'s initializer (every
    validator), the others as copies that differ in id and payload (``_job_copies``);
-7. **hand it to the store**: one ``insert_job``, one ``bulk_insert``, the caller's transaction
-   (``store_for``), then wake-ups (at once, or after the caller's commit).
+7. **hand it to the store**: one ``insert_job``, one ``bulk_insert`` (a large
+   ``enqueue_many`` to a ``StreamingBulkStore``: its parts, steps 2 to 6 run per part while
+   the store writes the previous one), the caller's transaction (``store_for``), then wake-ups
+   (at once, or after the caller's commit).
 
 Authoring modules (``builder``, ``batches``, ``streaming``, ``workflow.plan``) depend only on
 the small :class:`Submitter` protocol, never on ``SchedulerService``; ``SchedulerService``
@@ -35,7 +37,7 @@ builds one :class:`EnqueuePipeline` and delegates every creation to it. Thread s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -62,7 +64,7 @@ from ratchet_api.spi.runtime import (
     NodeIdentityProvider,
 )
 from ratchet_api.store.entities import JobEntity
-from ratchet_api.store.protocols import FairClaimStore, JobStore
+from ratchet_api.store.protocols import FairClaimStore, JobStore, StreamingBulkStore
 from ratchet_core.defaults.authorization import effective_policy
 from ratchet_core.enqueue._gc import collector_paused
 from ratchet_core.enqueue._job_copies import job_copies
@@ -75,6 +77,10 @@ from ratchet_core.payload.codec import PayloadCodec
 from ratchet_core.payload.forms import encode_backoff, encode_invocation, encode_invocations
 from ratchet_core.payload.limits import Limits
 from ratchet_core.payload.serialization import value_classes
+
+STREAM_PART = 500
+"""Jobs per part of a bulk enqueue written to a ``StreamingBulkStore`` (about 2 ms of building
+each: the store writes the first part while the second is built)."""
 
 AFTER_COMMIT_UNAVAILABLE = "after_commit_unavailable"
 """``local_wakeup`` reason when the after-commit hook of an enqueue could not be registered."""
@@ -252,10 +258,13 @@ class EnqueuePipeline:
         now: datetime,
         *,
         ids: Sequence[UUID] | None = None,
+        item_offset: int = 0,
         **extra: Any,
     ) -> list[JobEntity]:
         """The jobs to store, ``extra`` setting further fields of every job (a batch child's
-        ``job_type`` and ``batch_id``, a workflow node's status and parent).
+        ``job_type`` and ``batch_id``, a workflow node's status and parent). ``item_offset``
+        is the position of the first invocation in a bulk enqueue built in parts (errors
+        name the item by its position in the whole bulk).
 
         Everything but the id and the payload is the same for every job, so it is computed and
         validated once: the first job goes through ``JobEntity``'s initializer (every converter
@@ -272,7 +281,8 @@ class EnqueuePipeline:
             for job_id, invocation in zip(ids, invocations, strict=True):
                 self._authorize(job_id, invocation, options)
         payloads = encode_invocations(invocations)
-        self._limits.check_payloads(payloads, invocations)  # size, lone surrogates (C's checks)
+        # size, lone surrogates (C's checks)
+        self._limits.check_payloads(payloads, invocations, item_offset)
         if self._tracing.enabled:
             payloads = [self._tracing.stamp(payload) for payload in payloads]
         if self.encrypts(options):
@@ -405,17 +415,41 @@ class EnqueuePipeline:
         return job.id
 
     def submit_many(self, invocations: Sequence[JobInvocation], options: JobOptions) -> list[UUID]:
+        """One bulk insert of ``invocations`` (all or none). A bulk of more than
+        ``STREAM_PART`` jobs outside a caller's transaction goes to a store with
+        ``StreamingBulkStore`` in parts built one after the other, so the store writes a part
+        (PostgreSQL: the server inserts and indexes it) while the next is built; a job refused
+        in a later part still leaves nothing written."""
         if not invocations:
             return []
         refuse_parent_placeholders(invocations[0])  # one target: a job here has no parent
+        store = self.store_for(options.transaction)
+        streaming = None
+        if len(invocations) > STREAM_PART and options.transaction is None:
+            streaming = store.capability(StreamingBulkStore)
         with (
             self._tracing.enqueue(invocations[0].target, len(invocations)),
             collector_paused(len(invocations)),
         ):
-            jobs = self.entities(invocations, options, utc_now())
-            self.store_for(options.transaction).bulk_insert(jobs)
-        self.after_write(options, jobs[0])
-        return [job.id for job in jobs]
+            now = utc_now()
+            if streaming is None:
+                jobs = self.entities(invocations, options, now)
+                store.bulk_insert(jobs)
+                first, ids = jobs[0], [job.id for job in jobs]
+            else:
+                built: list[JobEntity] = []
+
+                def parts() -> Iterator[list[JobEntity]]:
+                    for start in range(0, len(invocations), STREAM_PART):
+                        part = invocations[start : start + STREAM_PART]
+                        jobs = self.entities(part, options, now, item_offset=start)
+                        built.extend(jobs)
+                        yield jobs
+
+                streaming.bulk_insert_parts(parts())
+                first, ids = built[0], [job.id for job in built]
+        self.after_write(options, first)
+        return ids
 
     def store_for(self, transaction: object | None) -> JobStore:
         if transaction is None:

@@ -213,9 +213,14 @@ class Limits:
                 f"the arguments of job target {invocation.target} (stored invocation)",
             )
 
-    def check_payloads(self, payloads: Sequence[str], invocations: Sequence[JobInvocation]) -> None:
-        """:meth:`check_payload` for each of a bulk enqueue's jobs (the error names the item)."""
-        for index, (payload, invocation) in enumerate(zip(payloads, invocations, strict=True)):
+    def check_payloads(
+        self, payloads: Sequence[str], invocations: Sequence[JobInvocation], first: int = 0
+    ) -> None:
+        """:meth:`check_payload` for each of a bulk enqueue's jobs (the error names the item,
+        counted from ``first``: the position of this part's first job in the whole bulk)."""
+        for index, (payload, invocation) in enumerate(
+            zip(payloads, invocations, strict=True), first
+        ):
             try:
                 self.check_payload(payload, invocation)
             except (LimitExceededError, InvalidArgumentError) as exc:

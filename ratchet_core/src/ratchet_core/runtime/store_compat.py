@@ -65,6 +65,7 @@ from ratchet_api.store.protocols import (
     CAPABILITIES,
     JobStore,
     RecurringJobStore,
+    StreamingBulkStore,
     WorkflowConditionStore,
 )
 from ratchet_api.store.versions import (
@@ -337,6 +338,8 @@ class SpiCompatStore:
     def capability(self, kind: Callable[..., C]) -> C | None:
         if kind is WorkflowConditionStore:
             return None  # workflow steps need settle_children (SPI 1.1)
+        if kind is StreamingBulkStore:
+            return None  # its jobs would pass by this adapter's bulk_insert (priorities)
         if kind in self._hidden:
             return None
         if kind in self._adapted:

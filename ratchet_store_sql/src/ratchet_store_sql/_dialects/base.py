@@ -508,6 +508,21 @@ class Dialect:
         for part in chunks(tag_rows, 2000):
             conn.execute(sa.insert(T), list(part))
 
+    streams_parts = False
+    """Whether ``insert_parts`` writes parts as they come (``bulk_insert_parts`` otherwise
+    reads every part before it opens the transaction)."""
+
+    def insert_parts(
+        self,
+        conn: sa.Connection,
+        parts: Iterable[Sequence[JobEntity]],
+        insert_jobs: Callable[[sa.Connection, Sequence[JobEntity]], int],
+    ) -> int:
+        """``bulk_insert_parts`` on ``conn``, writing each part as it comes where the dialect
+        has ``streams_parts``; here every part read first, then one ``insert_jobs`` (the
+        store's checked bulk insert on ``conn``)."""
+        return insert_jobs(conn, [job for part in parts for job in part])
+
     def after_bulk_insert(self, store: SqlBase, inserted: int) -> None:
         """Called after a bulk insert of ``inserted`` rows committed on a connection of the
         store's own (not in a joined transaction)."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -44,6 +45,7 @@ from ratchet_store_sql._dialects.base import (
     OnConflictForms,
     ReturningClaim,
     T,
+    check_tags,
     duplicate_error,
     tagged,
 )
@@ -598,38 +600,120 @@ class PsycopgDialect(PostgresDialect):
         """The rows (``job_values`` tuples) go with COPY on the transaction's own connection
         (several times faster than a multi-row INSERT). Driver errors are raised as
         SQLAlchemy's, like every other statement of the store."""
+        tags = [(tag["job_id"], tag["tag"]) for tag in tag_rows]
+        self._copy(conn, iter([rows]), tags)
+
+    streams_parts = True
+
+    def insert_parts(
+        self,
+        conn: sa.Connection,
+        parts: Iterable[Sequence[JobEntity]],
+        insert_jobs: Callable[[sa.Connection, Sequence[JobEntity]], int],
+    ) -> int:
+        """Parts of jobs without idempotency keys go into one COPY as they come: the server
+        inserts and indexes a part while the caller builds the next. From the first part
+        with a key on, the rest is read whole and goes through ``insert_jobs`` after the
+        COPY (a key is looked up before it is written, which a running COPY cannot do)."""
+        rest: list[JobEntity] = []
+        tags: list[tuple[UUID, str]] = []
+        copied = 0
+
+        def rows() -> Iterator[list[tuple[Any, ...]]]:
+            nonlocal copied
+            source = iter(parts)
+            for part in source:
+                if any(job.idempotency_key is not None for job in part):
+                    rest.extend(part)
+                    rest.extend(job for later in source for job in later)
+                    return
+                self.note_keyed(part)
+                out = []
+                for job in part:
+                    if job.tags:
+                        check_tags(job.tags, job.id)
+                        tags.extend((job.id, tag) for tag in set(job.tags))
+                    out.append(job_values(job))
+                copied += len(out)
+                yield out
+
+        self._copy(conn, rows(), tags)
+        return copied + (insert_jobs(conn, rest) if rest else 0)
+
+    def _copy(
+        self,
+        conn: sa.Connection,
+        parts: Iterator[list[tuple[Any, ...]]],
+        tags: list[tuple[UUID, str]],
+    ) -> None:
+        """``job_values`` rows, a list per part, with COPY on ``conn``; then ``tags`` (read
+        after the last part). A column NULL in every row of the first part is left out of
+        the COPY (the database writes NULL there itself, and new jobs leave most columns
+        empty: a third of the values to format); a later part with a value there ends that
+        COPY and starts one with its own columns."""
         driver: Any = conn.connection.driver_connection
-        # A column that is NULL in every row is left out of the COPY: the database writes NULL
-        # there itself, and each row is a third of the values to format (new jobs leave most
-        # columns empty). Only columns without a server default qualify (_NULL_BY_DEFAULT).
-        columns = list(zip(*rows, strict=True))
-        count = len(rows)
-        kept = [
-            index
-            for index, values in enumerate(columns)
-            if index not in _NULL_BY_DEFAULT or values.count(None) != count
-        ]
-        if len(kept) < len(columns):
-            rows = list(zip(*(columns[index] for index in kept), strict=True))
-        names = ", ".join(JOB_FIELDS[index] for index in kept)
-        sql = f"COPY {J.name} ({names}) FROM STDIN (FORMAT BINARY)"
+        sql = "COPY"
         try:
             with driver.cursor() as cursor:
-                with cursor.copy(sql) as copy:
-                    copy.set_types([_COPY_TYPES[index] for index in kept])
-                    write = copy.write_row
-                    for row in rows:
-                        write(row)
-                if tag_rows:
-                    tags_sql = f"COPY {T.name} (job_id, tag) FROM STDIN (FORMAT BINARY)"
-                    with cursor.copy(tags_sql) as copy:
+                part = next(parts, None)
+                while part is not None:
+                    if not part:
+                        part = next(parts, None)
+                        continue
+                    kept = _kept_columns(part)
+                    left_out = [index for index in _NULL_BY_DEFAULT if index not in kept]
+                    sql = f"COPY {J.name} ({', '.join(JOB_FIELDS[i] for i in kept)}) " + (
+                        "FROM STDIN (FORMAT BINARY)"
+                    )
+                    project = None if len(kept) == len(JOB_FIELDS) else operator.itemgetter(*kept)
+                    with cursor.copy(sql) as copy:
+                        copy.set_types([_COPY_TYPES[index] for index in kept])
+                        write = copy.write_row
+                        first = True
+                        while part is not None:
+                            if not first and not _all_null(part, left_out):
+                                break  # a value in a column this COPY left out
+                            first = False
+                            if project is None:
+                                for row in part:
+                                    write(row)
+                            else:
+                                for row in part:
+                                    write(project(row))
+                            part = next(parts, None)
+                if tags:
+                    sql = f"COPY {T.name} (job_id, tag) FROM STDIN (FORMAT BINARY)"
+                    with cursor.copy(sql) as copy:
                         copy.set_types(["uuid", "text"])
-                        for tag in tag_rows:
-                            copy.write_row((tag["job_id"], tag["tag"]))
+                        for tag in tags:
+                            copy.write_row(tag)
         except self.engine.dialect.loaded_dbapi.Error as exc:
             raise sa.exc.DBAPIError.instance(
                 sql, None, exc, self.engine.dialect.loaded_dbapi.Error
             ) from exc
+
+
+def _all_null(rows: list[tuple[Any, ...]], positions: list[int]) -> bool:
+    """Whether every row is NULL at every one of ``positions``."""
+    if not positions:
+        return True
+    if len(positions) == 1:
+        only = positions[0]
+        return all(row[only] is None for row in rows)
+    values, nulls = operator.itemgetter(*positions), (None,) * len(positions)
+    return all(values(row) == nulls for row in rows)
+
+
+def _kept_columns(rows: list[tuple[Any, ...]]) -> list[int]:
+    """The positions a COPY of ``rows`` sends: every column but those of ``_NULL_BY_DEFAULT``
+    that are NULL in every row."""
+    columns = list(zip(*rows, strict=True))
+    count = len(rows)
+    return [
+        index
+        for index, values in enumerate(columns)
+        if index not in _NULL_BY_DEFAULT or values.count(None) != count
+    ]
 
 
 __all__ = ["ANALYZE_AFTER_ROWS", "PostgresDialect", "PsycopgDialect"]

@@ -28,6 +28,7 @@ from ratchet_tck.contracts.scheduling import (
     WorkflowConditionStoreContract,
 )
 from ratchet_tck.contracts.sealed import SealedArchiveStoreContract, SealedValueStoreContract
+from ratchet_tck.contracts.streaming_bulk import StreamingBulkStoreContract
 from ratchet_tck.contracts.transaction_boundary import TransactionBoundaryContract
 from ratchet_tck.contracts.transitions import (
     JobBatchStatusStoreContract,
@@ -61,6 +62,7 @@ __all__ = [
     "FairClaimStoreContract",
     "QueueStatsStoreContract",
     "WorkerBatchStoreContract",
+    "StreamingBulkStoreContract",
     "RecurringJobStoreContract",
     "ResourcePermitStoreContract",
     "SignalStoreContract",

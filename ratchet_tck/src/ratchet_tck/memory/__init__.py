@@ -22,6 +22,7 @@ from ratchet_tck.memory._capabilities import (
     RecurringMixin,
     ResourcePermitMixin,
     SignalMixin,
+    StreamingBulkMixin,
     WorkflowConditionMixin,
 )
 from ratchet_tck.memory._core import CoreMemoryStore
@@ -43,6 +44,7 @@ class InMemoryJobStore(
     QueueStatsMixin,
     FairClaimMixin,
     WorkerBatchMixin,
+    StreamingBulkMixin,
     AuditMixin,
     ExtensionMixin,
     MemorySealedValueMixin,

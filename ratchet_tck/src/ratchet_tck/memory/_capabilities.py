@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
@@ -555,6 +555,14 @@ class FairClaimMixin(CoreMemoryStore):
 
     def claims_fairly(self) -> bool:
         return True
+
+
+class StreamingBulkMixin(CoreMemoryStore):
+    """``StreamingBulkStore``: the parts are read (outside the lock) before anything is
+    written, so parts that raise write nothing; then one ``bulk_insert``."""
+
+    def bulk_insert_parts(self, parts: Iterable[Sequence[JobEntity]]) -> int:
+        return self.bulk_insert([job for part in parts for job in part])
 
 
 class QueueStatsMixin(CoreMemoryStore):
