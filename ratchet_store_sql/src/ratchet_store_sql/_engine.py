@@ -278,19 +278,31 @@ def _socket_of(dbapi_connection: Any) -> int | None:
     return fd if isinstance(fd, int) and fd >= 0 else None
 
 
-def _idle_socket_is_quiet(dbapi_connection: Any) -> bool:
-    """True when the idle connection's socket has nothing to read: the server has neither
-    closed it (restart, ``pg_terminate_backend``, ``KILL``, idle timeout: the socket reads
-    EOF or a FATAL message) nor sent anything. No round trip."""
+def socket_poller(dbapi_connection: Any) -> Any:
+    """A ``select.poll`` object watching the socket of ``dbapi_connection`` for input, or
+    None where there is none (no socket, no poll(2) as on Windows: the caller pings)."""
     fd = _socket_of(dbapi_connection)
-    if fd is None or not hasattr(select, "poll"):  # no poll(2) (Windows): ping
-        return False
+    if fd is None or not hasattr(select, "poll"):
+        return None
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLPRI)
+    return poller
+
+
+def socket_is_quiet(poller: Any) -> bool:
+    """True when the idle connection's socket watched by ``poller`` has nothing to read: the
+    server has neither closed it (restart, ``pg_terminate_backend``, ``KILL``, idle timeout:
+    the socket reads EOF or a FATAL message) nor sent anything. No round trip."""
     try:
         return not poller.poll(0)
     except (OSError, ValueError):
         return False
+
+
+def idle_socket_is_quiet(dbapi_connection: Any) -> bool:
+    """:func:`socket_is_quiet` for the socket of ``dbapi_connection`` (False without one)."""
+    poller = socket_poller(dbapi_connection)
+    return poller is not None and socket_is_quiet(poller)
 
 
 def install_liveness_check(engine: sa.Engine) -> None:
@@ -308,7 +320,7 @@ def install_liveness_check(engine: sa.Engine) -> None:
         if (
             last_used is not None
             and time.monotonic() - last_used < PING_AFTER_IDLE_SECONDS
-            and _idle_socket_is_quiet(dbapi_connection)
+            and idle_socket_is_quiet(dbapi_connection)
         ):
             return
         try:

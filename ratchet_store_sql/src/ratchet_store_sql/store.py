@@ -180,6 +180,7 @@ class SqlJobStore(
             return
         if self._bound is None:
             self._closed = True
+            self._d.close()
             if self._owns_engine:
                 self._engine.dispose()
 

@@ -508,6 +508,9 @@ class Dialect:
         for part in chunks(tag_rows, 2000):
             conn.execute(sa.insert(T), list(part))
 
+    def close(self) -> None:
+        """Release what the dialect holds of its own (the store is closing)."""
+
     streams_parts = False
     """Whether ``insert_parts`` writes parts as they come (``bulk_insert_parts`` otherwise
     reads every part before it opens the transaction)."""

@@ -475,9 +475,19 @@ class PsycopgDialect(PostgresDialect):
 
     def __init__(self, engine: sa.Engine, *, load_tags_on_claim: bool = True) -> None:
         super().__init__(engine, load_tags_on_claim=load_tags_on_claim)
+        from psycopg.pq import ExecStatus
+
+        from ratchet_store_sql._lane import StatementLane
+
         self._compiled: dict[int, str] = {}
         # prepared by the driver, except behind a transaction-pooling PgBouncer
         self._prepare = explicit_prepare(engine)
+        self._lane = StatementLane(engine)
+        self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._tuples_ok = ExecStatus.TUPLES_OK
+
+    def close(self) -> None:
+        self._lane.close()
 
     def _sql(self, stmt: Any) -> str:
         """``stmt`` compiled once for the driver (its own parameter style); driver text as
@@ -497,13 +507,29 @@ class PsycopgDialect(PostgresDialect):
         params: Mapping[str, Any] | Sequence[Any],
         on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None = None,
     ) -> list[tuple[Any, ...]]:
-        """One statement straight on the pooled psycopg connection in autocommit (prepared by
-        the driver unless a transaction pooler is in between, see ``explicit_prepare``); its
-        rows. Driver errors are translated as SQLAlchemy's would be (an
-        integrity error by ``on_integrity`` when given), and a connection found broken is
-        invalidated."""
+        """One statement in autocommit (prepared by the driver unless a transaction pooler is
+        in between, see ``explicit_prepare``) on a connection of the store's
+        ``StatementLane``, else on a pooled psycopg connection; its rows. Driver errors are
+        translated as SQLAlchemy's would be (an integrity error by ``on_integrity`` when
+        given); a connection found broken is closed (lane) or invalidated (pool)."""
         store._check_open(operation)
         sql = self._sql(stmt)
+        lane = self._lane.take()
+        if lane is not None:
+            cursor = lane.cursor
+            try:
+                cursor.execute(sql, params, prepare=self._prepare)
+                rows = cursor.fetchall() if cursor.pgresult.status == self._tuples_ok else []
+            except BaseException as exc:
+                self._lane.give(lane, failed=True)
+                if not isinstance(exc, self._dbapi_error):
+                    raise
+                error, _lost = self._driver_error(
+                    exc, sql, params, operation, on_integrity=on_integrity, driver=lane.driver
+                )
+                raise error from exc
+            self._lane.give(lane)
+            return rows
         try:
             raw = store._raw_connection()
         except sa.exc.SQLAlchemyError as exc:
@@ -517,24 +543,40 @@ class PsycopgDialect(PostgresDialect):
             finally:
                 if not driver.closed:
                     driver.autocommit = False
-        except Exception as exc:
-            dbapi_error = self.engine.dialect.loaded_dbapi.Error
-            lost = getattr(driver, "broken", False) or (
-                isinstance(exc, dbapi_error) and self.engine.dialect.is_disconnect(exc, raw, None)
-            )
-            shown = dict(params) if isinstance(params, Mapping) else tuple(params)
-            error = sa.exc.DBAPIError.instance(
-                sql, shown, exc, dbapi_error, connection_invalidated=lost
+        except self._dbapi_error as exc:
+            error, lost = self._driver_error(
+                exc, sql, params, operation, on_integrity=on_integrity, driver=driver
             )
             if lost:
                 raw.invalidate(exc)
-            if on_integrity is not None and isinstance(error, sa.exc.IntegrityError):
-                raise on_integrity(error) from exc
-            if isinstance(error, sa.exc.DBAPIError):
-                raise translate(error, operation) from exc
-            raise
+            raise error from exc
         finally:
             raw.close()
+
+    def _driver_error(
+        self,
+        exc: Exception,
+        sql: str,
+        params: Mapping[str, Any] | Sequence[Any],
+        operation: str,
+        *,
+        on_integrity: Callable[[sa.exc.IntegrityError], Exception] | None,
+        driver: Any,
+    ) -> tuple[Exception, bool]:
+        """What ``autocommit`` raises for the driver error ``exc`` of ``driver``: translated
+        as SQLAlchemy's would be (by ``on_integrity`` for an integrity error when given); and
+        whether the connection was lost."""
+        raw_error: Any = exc  # a DBAPI Error (SQLAlchemy types it as its own protocol)
+        lost = bool(self.engine.dialect.is_disconnect(raw_error, driver, None))
+        shown = dict(params) if isinstance(params, Mapping) else tuple(params)
+        error = sa.exc.DBAPIError.instance(
+            sql, shown, exc, self._dbapi_error, connection_invalidated=lost
+        )
+        if on_integrity is not None and isinstance(error, sa.exc.IntegrityError):
+            return on_integrity(error), lost
+        if isinstance(error, sa.exc.DBAPIError):
+            return translate(error, operation), lost
+        return error, lost
 
     def succeed_alone(self, store: SqlBase, part: Sequence[Completion]) -> set[UUID] | None:
         if store._bound is not None:
