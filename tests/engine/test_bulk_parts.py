@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ratchet_api.errors import LimitExceededError
+from ratchet_api.errors import InvalidJobError, LimitExceededError
 from ratchet_api.store.entities import JobQuery
 from ratchet_api.store.protocols import JobQueryStore, JobStore, StreamingBulkStore
 from ratchet_core.enqueue.pipeline import STREAM_PART
@@ -87,3 +87,19 @@ def test_a_job_refused_in_a_later_part_leaves_nothing_written(made: Any) -> None
     del items[bad]
     assert len(scheduler.enqueue_many(targets.bulk_text, items)) == COUNT - 1
     assert _ours(store, marker) == COUNT - 1
+
+
+def test_an_argument_refused_in_a_later_part_is_named_and_nothing_is_written(
+    made: Any,
+) -> None:
+    """Each part is resolved as it is built: a bad argument far into the bulk is found after
+    earlier parts went to the store, is named by its position in the whole bulk, and leaves
+    nothing written."""
+    scheduler, store = made.scheduler(), made.job_store()
+    marker = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:16])
+    items: list[tuple[Any, ...]] = [(f"{marker}-{n}",) for n in range(COUNT)]
+    bad = STREAM_PART + 3  # in the second part
+    items[bad] = (12345,)
+    with pytest.raises(InvalidJobError, match=rf"^enqueue_many item {bad}: .*declared type str"):
+        scheduler.enqueue_many(targets.bulk_text, items)
+    assert _ours(store, marker) == 0, "a refused bulk must write nothing"

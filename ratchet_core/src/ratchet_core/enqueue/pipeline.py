@@ -36,6 +36,7 @@ builds one :class:`EnqueuePipeline` and delegates every creation to it. Thread s
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -46,7 +47,7 @@ from uuid import UUID
 import attrs
 from loguru import logger
 
-from ratchet_api.errors import ClassNotAllowedError, InvalidJobError, StoreError
+from ratchet_api.errors import ClassNotAllowedError, InvalidJobError, PayloadError, StoreError
 from ratchet_api.ids import uuid7_many
 from ratchet_api.model import JobAuthorizationRequest, JobInvocation, JobStatus, utc_now
 from ratchet_api.spi.payload import (
@@ -77,6 +78,9 @@ from ratchet_core.payload.codec import PayloadCodec
 from ratchet_core.payload.forms import encode_backoff, encode_invocation, encode_invocations
 from ratchet_core.payload.limits import Limits
 from ratchet_core.payload.serialization import value_classes
+
+_ITEM = re.compile(r"item (\d+): (.*)", re.DOTALL)
+"""An error of a bulk resolver naming its item: ``item <index>: <message>``."""
 
 STREAM_PART = 500
 """Jobs per part of a bulk enqueue written to a ``StreamingBulkStore`` (about 2 ms of building
@@ -146,12 +150,21 @@ class EnqueuePipeline:
         return self._resolver.resolve(fn, list(args), dict(kwargs))
 
     def resolve_many(
-        self, fn: Callable[..., Any], items: Sequence[Sequence[Any]]
+        self, fn: Callable[..., Any], items: Sequence[Sequence[Any]], first: int = 0
     ) -> list[JobInvocation]:
+        """One invocation per argument tuple; an error names its item, counted from
+        ``first`` (the position of ``items[0]`` in a bulk resolved in parts)."""
         if isinstance(self._resolver, BulkJobInvocationResolver):
-            return list(self._resolver.resolve_many(fn, items))
+            try:
+                return list(self._resolver.resolve_many(fn, items))
+            except (InvalidJobError, PayloadError) as exc:
+                numbered = _ITEM.match(str(exc))
+                if not first or numbered is None:
+                    raise
+                index, rest = int(numbered[1]) + first, numbered[2]
+                raise type(exc)(f"item {index}: {rest}") from exc
         invocations = []
-        for index, args in enumerate(items):
+        for index, args in enumerate(items, first):
             try:
                 invocations.append(self._resolver.resolve(fn, list(args), {}))
             except InvalidJobError as exc:
@@ -415,33 +428,63 @@ class EnqueuePipeline:
         return job.id
 
     def submit_many(self, invocations: Sequence[JobInvocation], options: JobOptions) -> list[UUID]:
-        """One bulk insert of ``invocations`` (all or none). A bulk of more than
-        ``STREAM_PART`` jobs outside a caller's transaction goes to a store with
-        ``StreamingBulkStore`` in parts built one after the other, so the store writes a part
-        (PostgreSQL: the server inserts and indexes it) while the next is built; a job refused
-        in a later part still leaves nothing written."""
-        if not invocations:
+        """One bulk insert of ``invocations`` (all or none; see :meth:`_submit_bulk`)."""
+        return self._submit_bulk(
+            len(invocations), lambda start, stop: invocations[start:stop], options
+        )
+
+    def enqueue_items(
+        self, fn: Callable[..., Any], items: Sequence[Sequence[Any]], options: JobOptions
+    ) -> list[UUID]:
+        """``resolve_many`` then ``submit_many`` (``enqueue_many``); a bulk written in parts
+        resolves each part as it builds it (an error still names the item in the whole
+        bulk, ``enqueue_many item <n>: ...``, and nothing is written)."""
+
+        def resolve(start: int, stop: int) -> list[JobInvocation]:
+            try:
+                return self.resolve_many(fn, items[start:stop], start)
+            except InvalidJobError as exc:
+                if str(exc).startswith("item "):
+                    raise type(exc)(f"enqueue_many {exc}") from exc
+                raise
+
+        return self._submit_bulk(len(items), resolve, options)
+
+    def _submit_bulk(
+        self,
+        count: int,
+        invocations: Callable[[int, int], Sequence[JobInvocation]],
+        options: JobOptions,
+    ) -> list[UUID]:
+        """One bulk insert of ``count`` jobs, ``invocations(start, stop)`` giving those of
+        positions ``start`` to ``stop`` (all or none). A bulk of more than ``STREAM_PART``
+        jobs outside a caller's transaction goes to a store with ``StreamingBulkStore`` in
+        parts resolved and built one after the other, so the store writes a part (PostgreSQL:
+        the server inserts and indexes it) while the next is built; a job refused in a later
+        part still leaves nothing written. Otherwise every job is built, then one
+        ``bulk_insert``."""
+        if not count:
             return []
-        refuse_parent_placeholders(invocations[0])  # one target: a job here has no parent
         store = self.store_for(options.transaction)
         streaming = None
-        if len(invocations) > STREAM_PART and options.transaction is None:
+        if count > STREAM_PART and options.transaction is None:
             streaming = store.capability(StreamingBulkStore)
-        with (
-            self._tracing.enqueue(invocations[0].target, len(invocations)),
-            collector_paused(len(invocations)),
-        ):
+        head = invocations(0, STREAM_PART if streaming is not None else count)
+        refuse_parent_placeholders(head[0])  # one target: a job here has no parent
+        with self._tracing.enqueue(head[0].target, count), collector_paused(count):
             now = utc_now()
             if streaming is None:
-                jobs = self.entities(invocations, options, now)
+                jobs = self.entities(head, options, now)
                 store.bulk_insert(jobs)
                 first, ids = jobs[0], [job.id for job in jobs]
             else:
                 built: list[JobEntity] = []
 
                 def parts() -> Iterator[list[JobEntity]]:
-                    for start in range(0, len(invocations), STREAM_PART):
-                        part = invocations[start : start + STREAM_PART]
+                    part = head
+                    for start in range(0, count, STREAM_PART):
+                        if start:
+                            part = invocations(start, min(start + STREAM_PART, count))
                         jobs = self.entities(part, options, now, item_offset=start)
                         built.extend(jobs)
                         yield jobs

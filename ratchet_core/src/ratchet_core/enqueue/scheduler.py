@@ -234,13 +234,7 @@ class SchedulerService:
                 )
             items.append(args)
         with collector_paused(len(items)):
-            try:
-                invocations = self.pipeline.resolve_many(fn, items)
-            except InvalidJobError as exc:
-                if str(exc).startswith("item "):
-                    raise type(exc)(f"enqueue_many {exc}") from exc
-                raise
-            return self.pipeline.submit_many(invocations, JobOptions(transaction=transaction))
+            return self.pipeline.enqueue_items(fn, items, JobOptions(transaction=transaction))
 
     def resolve_job(
         self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]
