@@ -64,7 +64,8 @@ def test_single_writes_take_no_connection_from_the_pool(
     named: tuple[SqlJobStore, str],
 ) -> None:
     store, _ = named
-    store.insert_job(JobEntity())
+    store.insert_job(JobEntity())  # through the pool: it now has an idle connection
+    store.insert_job(JobEntity())  # the lane takes that one
     taken = _checkouts(store)
     jobs = [store.insert_job(JobEntity()) for _ in range(20)]
     assert taken == [], "a single enqueue took a pooled connection"
@@ -85,7 +86,7 @@ def test_threads_beyond_the_lane_use_the_pool_and_the_lane_stays_small(
             start.wait()
             for _ in range(each):
                 ids.append(store.insert_job(JobEntity()).id)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=enqueue) for _ in range(threads)]
@@ -113,6 +114,7 @@ def test_a_lane_connection_the_server_closed_is_replaced(
 ) -> None:
     store, _ = named
     store.insert_job(JobEntity())
+    store.insert_job(JobEntity())  # the lane holds a connection
     assert servers.kill_database_connections(db_url) >= 1
     job = store.insert_job(JobEntity())  # no error: found dead before use, replaced
     assert store.find_by_id(job.id) is not None
@@ -120,6 +122,7 @@ def test_a_lane_connection_the_server_closed_is_replaced(
 
 def test_an_error_leaves_the_lane_connection_usable(named: tuple[SqlJobStore, str]) -> None:
     store, _ = named
+    store.insert_job(JobEntity())
     job = store.insert_job(JobEntity())
     taken = _checkouts(store)
     with pytest.raises(DuplicateJobError):
@@ -131,6 +134,7 @@ def test_an_error_leaves_the_lane_connection_usable(named: tuple[SqlJobStore, st
 
 def test_a_forked_child_never_uses_its_parents_lane(named: tuple[SqlJobStore, str]) -> None:
     store, _ = named
+    store.insert_job(JobEntity())
     store.insert_job(JobEntity())  # the parent's lane holds a connection
     pid = os.fork()
     if pid == 0:  # the child: its own connection, the parent's left alone

@@ -143,6 +143,9 @@ class JobOperations(SqlBase):
     ) -> list[JobEntity]:
         if limit <= 0:
             return []
+        fast = self._d.claim_alone(self, node_id, limit, execution_targets, tag_filter)
+        if fast is not None:
+            return claim_ordered(fast)
         # on PostgreSQL the claim is one statement: autocommit, one round trip
         with self._write_statement("claim_next_batch") as conn:
             claimed = self._d.claim(conn, node_id, limit, execution_targets, tag_filter)

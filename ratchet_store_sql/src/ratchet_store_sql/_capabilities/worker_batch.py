@@ -28,6 +28,9 @@ class WorkerBatchOperations(SqlBase):
             raise StoreDataError("start", f"must be at least 0, got {start}")
         if limit <= 0:
             return []
+        fast = self._d.claim_alone(self, node_id, limit, execution_targets, tag_filter, start=start)
+        if fast is not None:
+            return claim_ordered(fast)
         # one statement on PostgreSQL and SQLite (autocommit on PostgreSQL: one round trip)
         with self._write_statement("claim_next_batch") as conn:
             claimed = self._d.claim(

@@ -403,6 +403,21 @@ class Dialect:
         (``dispatched_at`` = the claim's now) by the same statement."""
         raise NotImplementedError
 
+    def claim_alone(
+        self,
+        store: SqlBase,
+        node_id: str,
+        limit: int,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        *,
+        start: int = 0,
+    ) -> list[JobEntity] | None:
+        """:meth:`claim` as a single statement straight on the driver, outside any caller's
+        transaction; None where the dialect has no such path for this claim (the caller then
+        runs :meth:`claim` on a connection of its own)."""
+        return None
+
     def mark_dispatched(self, store: SqlBase, pairs: Sequence[tuple[UUID, int]]) -> set[UUID]:
         """Started marks for ``(job id, claim sequence)`` pairs; the ids still claimed."""
         applied: set[UUID] = set()
@@ -590,6 +605,14 @@ class OnConflictForms:
         )
 
 
+def claim_params(node_id: str, limit: int, start: int) -> dict[str, Any]:
+    """The parameters of a claim statement (``ReturningClaim.claim_statement``)."""
+    params: dict[str, Any] = {"_claim_node": node_id, "_claim_limit": limit}
+    if start > 0:
+        params["_claim_start"] = min(start, limit)
+    return params
+
+
 class ReturningClaim(Dialect):
     """The claim as one ``UPDATE ... RETURNING`` (PostgreSQL, SQLite), with the node and the
     limit as parameters: built once per filter and kept (building it cost about a fifth of a
@@ -617,6 +640,26 @@ class ReturningClaim(Dialect):
         a CTE read twice by a claim that marks its first jobs started: once for the rows to
         claim, once for the first of them. Locked by the backends that lock rows."""
         return pick.cte("picked")
+
+    def claim_statement(
+        self,
+        execution_targets: Sequence[str] | None,
+        tag_filter: NodeTagFilter | None,
+        with_tags: bool,
+        marking: bool,
+    ) -> Any:
+        """The claim statement for these filters, built once and kept (up to 64 variants)."""
+        key = (
+            None if execution_targets is None else tuple(execution_targets),
+            None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
+            marking,
+        )
+        stmt = self._claim_statements.get(key)
+        if stmt is None:
+            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking)
+            if len(self._claim_statements) < 64:
+                self._claim_statements[key] = stmt
+        return stmt
 
     def _claim_statement(
         self,
@@ -678,19 +721,8 @@ class ReturningClaim(Dialect):
         marking = start > 0
         if self.fair_claims_needed(conn):
             return self.fair_claim(conn, node_id, limit, execution_targets, tag_filter, start)
-        key = (
-            None if execution_targets is None else tuple(execution_targets),
-            None if tag_filter is None else (tag_filter.required, tag_filter.excluded),
-            marking,
-        )
-        stmt = self._claim_statements.get(key)
-        if stmt is None:
-            stmt = self._claim_statement(execution_targets, tag_filter, with_tags, marking)
-            if len(self._claim_statements) < 64:
-                self._claim_statements[key] = stmt
-        params = {"_claim_node": node_id, "_claim_limit": limit}
-        if marking:
-            params["_claim_start"] = min(start, limit)
+        stmt = self.claim_statement(execution_targets, tag_filter, with_tags, marking)
+        params = claim_params(node_id, limit, start)
         rows: list[Any] = list(conn.execute(stmt, params).mappings())
         if with_tags:
             return [row_to_job(r, r["_tags"] or ()) for r in rows]
