@@ -10,6 +10,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from ratchet_api.store.entities import JobEntity
 from ratchet_store_sql import SqlJobStore
 from ratchet_store_sql._lane import LANE_SIZE
 from tests import servers
+from tests.store_sql.conftest import empty_tables
 
 
 @pytest.fixture
@@ -38,6 +40,11 @@ def named(db_url: str) -> Iterator[tuple[SqlJobStore, str]]:
         yield store, name
     finally:
         store.close()
+        engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+        try:
+            empty_tables(engine)  # the database is shared with the other store tests
+        finally:
+            engine.dispose()
 
 
 def _sessions(db_url: str, name: str) -> int:
@@ -147,3 +154,34 @@ def test_a_forked_child_never_uses_its_parents_lane(named: tuple[SqlJobStore, st
     assert os.waitstatus_to_exitcode(status) == 0, "the child could not write"
     job = store.insert_job(JobEntity())  # the parent's connection still works
     assert store.find_by_id(job.id) is not None
+
+
+def test_a_claim_on_the_lane_returns_the_jobs_as_stored(named: tuple[SqlJobStore, str]) -> None:
+    """The plain claim goes on the lane and types its rows itself: every field of a claimed
+    job (aware UTC stamps, ids, tags, the started mark) equals the job read back."""
+    store, _ = named
+    store.insert_job(JobEntity())
+    store.insert_job(JobEntity())  # the lane holds a connection now
+    store.claim_next_batch("other-node", 5)  # probes for fairness keys (the pool's path)
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    jobs = [
+        store.insert_job(
+            JobEntity(
+                target="m:f",
+                payload='{"a": 1}',
+                scheduled_at=due,
+                tags=("b", "a"),
+                execution_target="default",
+                backoff='{"v": 1}',
+            )
+        )
+        for _ in range(3)
+    ]
+    taken = _checkouts(store)
+    claimed = store.claim_and_start("lane-node", 100, start=2)
+    assert taken == [], "the claim took a pooled connection"
+    assert {job.id for job in jobs} <= {job.id for job in claimed}
+    for job in claimed:
+        assert job == store.find_by_id(job.id)
+        assert job.started_at is not None and job.started_at.tzinfo is not None
+    assert sum(job.dispatched_at is not None for job in claimed) == 2
