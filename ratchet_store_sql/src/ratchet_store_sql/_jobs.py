@@ -63,6 +63,29 @@ def _same_job(stored: JobEntity, job: JobEntity) -> bool:
     )
 
 
+def claim_jobs(
+    store: SqlBase,
+    node_id: str,
+    limit: int,
+    execution_targets: Sequence[str] | None,
+    tag_filter: NodeTagFilter | None,
+    *,
+    start: int,
+) -> list[JobEntity]:
+    """The claim of ``claim_next_batch`` (``start`` 0) and ``claim_and_start``, in claim
+    order: straight on the driver where the dialect can (``claim_alone``), else one statement
+    on a connection of the store (autocommit on PostgreSQL: one round trip)."""
+    claimed = store._d.claim_alone(
+        store, node_id, limit, execution_targets, tag_filter, start=start
+    )
+    if claimed is None:
+        with store._write_statement("claim_next_batch") as conn:
+            claimed = store._d.claim(
+                conn, node_id, limit, execution_targets, tag_filter, start=start
+            )
+    return claim_ordered(claimed)
+
+
 def bulk_duplicate(exc: sa.exc.IntegrityError) -> DuplicateJobError:
     """A bulk insert's integrity error: a job id (or, past the store's checks, a key) exists."""
     return DuplicateJobError(
@@ -143,13 +166,7 @@ class JobOperations(SqlBase):
     ) -> list[JobEntity]:
         if limit <= 0:
             return []
-        fast = self._d.claim_alone(self, node_id, limit, execution_targets, tag_filter)
-        if fast is not None:
-            return claim_ordered(fast)
-        # on PostgreSQL the claim is one statement: autocommit, one round trip
-        with self._write_statement("claim_next_batch") as conn:
-            claimed = self._d.claim(conn, node_id, limit, execution_targets, tag_filter)
-        return claim_ordered(claimed)
+        return claim_jobs(self, node_id, limit, execution_targets, tag_filter, start=0)
 
     def claims_fairly(self) -> bool:
         """``FairClaimStore``: while any PENDING job has a fairness key, claims rank each

@@ -11,7 +11,7 @@ from ratchet_api.errors import StoreDataError
 from ratchet_api.model import NodeTagFilter
 from ratchet_api.store.entities import FailedClaim, JobEntity
 from ratchet_store_sql._base import CHUNK, SqlBase, chunks
-from ratchet_store_sql._jobs import claim_ordered
+from ratchet_store_sql._jobs import claim_jobs
 
 
 class WorkerBatchOperations(SqlBase):
@@ -28,15 +28,7 @@ class WorkerBatchOperations(SqlBase):
             raise StoreDataError("start", f"must be at least 0, got {start}")
         if limit <= 0:
             return []
-        fast = self._d.claim_alone(self, node_id, limit, execution_targets, tag_filter, start=start)
-        if fast is not None:
-            return claim_ordered(fast)
-        # one statement on PostgreSQL and SQLite (autocommit on PostgreSQL: one round trip)
-        with self._write_statement("claim_next_batch") as conn:
-            claimed = self._d.claim(
-                conn, node_id, limit, execution_targets, tag_filter, start=start
-            )
-        return claim_ordered(claimed)
+        return claim_jobs(self, node_id, limit, execution_targets, tag_filter, start=start)
 
     def write_failures(self, failures: Sequence[FailedClaim]) -> set[UUID]:
         if not failures:

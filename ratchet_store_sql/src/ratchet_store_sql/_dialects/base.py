@@ -536,10 +536,10 @@ class Dialect:
         parts: Iterable[Sequence[JobEntity]],
         insert_jobs: Callable[[sa.Connection, Sequence[JobEntity]], int],
     ) -> int:
-        """``bulk_insert_parts`` on ``conn``, writing each part as it comes where the dialect
-        has ``streams_parts``; here every part read first, then one ``insert_jobs`` (the
-        store's checked bulk insert on ``conn``)."""
-        return insert_jobs(conn, [job for part in parts for job in part])
+        """``bulk_insert_parts`` on ``conn`` writing each part as it comes, for a dialect with
+        ``streams_parts`` (the store reads every part first for the others); ``insert_jobs``
+        is the store's checked bulk insert on ``conn``."""
+        raise NotImplementedError
 
     def after_bulk_insert(self, store: SqlBase, inserted: int) -> None:
         """Called after a bulk insert of ``inserted`` rows committed on a connection of the

@@ -488,13 +488,12 @@ class PsycopgDialect(PostgresDialect):
 
         from ratchet_store_sql._lane import StatementLane
 
-        self._compiled: dict[int, str] = {}
+        self._compiled: dict[int, tuple[str, dict[str, Any]]] = {}
         # prepared by the driver, except behind a transaction-pooling PgBouncer
         self._prepare = explicit_prepare(engine)
         self._lane = StatementLane(engine)
         self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._tuples_ok = ExecStatus.TUPLES_OK
-        self._driver_forms: dict[int, tuple[str, dict[str, Any]] | None] = {}
 
     def close(self) -> None:
         self._lane.close()
@@ -502,12 +501,21 @@ class PsycopgDialect(PostgresDialect):
     def _sql(self, stmt: Any) -> str:
         """``stmt`` compiled once for the driver (its own parameter style); driver text as
         it is."""
-        if isinstance(stmt, str):
-            return stmt
-        sql = self._compiled.get(id(stmt))
-        if sql is None:
-            sql = self._compiled[id(stmt)] = str(stmt.compile(dialect=self.engine.dialect))
-        return sql
+        return stmt if isinstance(stmt, str) else self._compiled_form(stmt)[0]
+
+    def _compiled_form(self, stmt: Any) -> tuple[str, dict[str, Any]]:
+        """``stmt`` (kept alive by its owner: the key is its id) compiled once for the
+        driver: its text and its constant parameters, processed as SQLAlchemy would bind
+        them."""
+        form = self._compiled.get(id(stmt))
+        if form is None:
+            compiled = stmt.compile(dialect=self.engine.dialect)
+            constants = {}
+            for name, value in compiled.params.items():
+                process = compiled.binds[name].type.bind_processor(self.engine.dialect)
+                constants[name] = value if value is None or process is None else process(value)
+            form = self._compiled[id(stmt)] = (str(compiled), constants)
+        return form
 
     def autocommit(
         self,
@@ -611,10 +619,9 @@ class PsycopgDialect(PostgresDialect):
         if self._keyed or time.monotonic() - self._keyed_seen >= FAIR_PROBE_SECONDS:
             return None
         stmt = self.claim_statement(execution_targets, tag_filter, True, start > 0)
-        driver_form = self._driver_form(stmt)
-        if driver_form is None:
+        sql, constants = self._compiled_form(stmt)
+        if "POSTCOMPILE" in sql:  # an expanding parameter (an IN list): SQLAlchemy renders it
             return None
-        sql, constants = driver_form
         rows = self.autocommit(
             store, "claim_next_batch", sql, {**constants, **claim_params(node_id, limit, start)}
         )
@@ -628,24 +635,6 @@ class PsycopgDialect(PostgresDialect):
             mapped = dict(zip(_CLAIM_NAMES, values, strict=True))
             jobs.append(row_to_job(mapped, mapped["_tags"] or ()))
         return jobs
-
-    def _driver_form(self, stmt: Any) -> tuple[str, dict[str, Any]] | None:
-        """``stmt`` compiled for the driver once: its text and its constant parameters
-        (processed as SQLAlchemy would bind them); None for a statement with expanding
-        parameters (an ``IN`` list), which only SQLAlchemy's execution renders."""
-        key = id(stmt)
-        if key not in self._driver_forms:
-            compiled = stmt.compile(dialect=self.engine.dialect)
-            sql = str(compiled)
-            form: tuple[str, dict[str, Any]] | None = None
-            if "POSTCOMPILE" not in sql:
-                constants = {}
-                for name, value in compiled.params.items():
-                    process = compiled.binds[name].type.bind_processor(self.engine.dialect)
-                    constants[name] = value if value is None or process is None else process(value)
-                form = (sql, constants)
-            self._driver_forms[key] = form  # the statement is kept by _claim_statements
-        return self._driver_forms[key]
 
     def succeed_alone(self, store: SqlBase, part: Sequence[Completion]) -> set[UUID] | None:
         if store._bound is not None:
@@ -798,10 +787,8 @@ class PsycopgDialect(PostgresDialect):
                         copy.set_types(["uuid", "text"])
                         for tag in tags:
                             copy.write_row(tag)
-        except self.engine.dialect.loaded_dbapi.Error as exc:
-            raise sa.exc.DBAPIError.instance(
-                sql, None, exc, self.engine.dialect.loaded_dbapi.Error
-            ) from exc
+        except self._dbapi_error as exc:
+            raise sa.exc.DBAPIError.instance(sql, None, exc, self._dbapi_error) from exc
 
 
 def _all_null(rows: list[tuple[Any, ...]], positions: list[int]) -> bool:

@@ -16,7 +16,7 @@ from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import CAPABILITIES, JobStore
 from ratchet_api.store.versions import SPI_1_0, STORE_SPI, SpiVersion, declared_spi_version
 from ratchet_tck._session import ADVERTISED, SPI, subject_of
-from ratchet_tck.fixture import StoreFixture
+from ratchet_tck.fixture import StoreFixture, StoreTransaction
 from ratchet_tck.versions import applies, target_version, versions_of
 
 C = TypeVar("C")
@@ -146,6 +146,20 @@ def wait_until(check: Callable[[], T], timeout: float, what: str, step: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(step)
+
+
+def caller_transaction(fixture: StoreFixture, consequence: str) -> StoreTransaction:
+    """A caller's transaction from ``fixture.begin_transaction()``; the test is skipped when
+    the fixture gives none (``consequence``: what the store then cannot do)."""
+    begin = getattr(fixture, "begin_transaction", None)
+    transaction = begin() if callable(begin) else None
+    if transaction is None:
+        pytest.skip(
+            "the fixture's begin_transaction() gives no transaction: the store cannot join "
+            f"callers' transactions{consequence}"
+        )
+    assert isinstance(transaction, StoreTransaction)
+    return transaction
 
 
 def naive(dt: datetime) -> datetime:

@@ -8,20 +8,12 @@ import pytest
 from ratchet_api.errors import StoreError
 from ratchet_api.model import JobStatus
 from ratchet_api.store.protocols import JobStore
-from ratchet_tck.contracts.base import StoreContract
+from ratchet_tck.contracts.base import StoreContract, caller_transaction
 from ratchet_tck.fixture import StoreFixture, StoreTransaction
 
 
 def _transaction(fixture: StoreFixture) -> StoreTransaction:
-    begin = getattr(fixture, "begin_transaction", None)
-    transaction = begin() if callable(begin) else None
-    if transaction is None:
-        pytest.skip(
-            "the fixture's begin_transaction() gives no transaction: the store cannot join "
-            "callers' transactions (transactional enqueue is refused for it)"
-        )
-    assert isinstance(transaction, StoreTransaction)
-    return transaction
+    return caller_transaction(fixture, " (transactional enqueue is refused for it)")
 
 
 class JobStoreJoinedContract(StoreContract):

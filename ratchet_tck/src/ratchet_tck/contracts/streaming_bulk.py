@@ -13,7 +13,7 @@ from ratchet_api.model import JobStatus
 from ratchet_api.store.entities import JobEntity
 from ratchet_api.store.protocols import StreamingBulkStore
 from ratchet_api.store.versions import SPI_1_1
-from ratchet_tck.contracts.base import StoreContract, assert_same_instant
+from ratchet_tck.contracts.base import StoreContract, assert_same_instant, caller_transaction
 from ratchet_tck.fixture import StoreFixture, StoreTransaction, now_ms
 
 
@@ -37,15 +37,7 @@ class _CountingParts:
 
 
 def _transaction(fixture: StoreFixture) -> StoreTransaction:
-    begin = getattr(fixture, "begin_transaction", None)
-    transaction = begin() if callable(begin) else None
-    if transaction is None:
-        pytest.skip(
-            "the fixture's begin_transaction() gives no transaction: the store cannot join "
-            "callers' transactions (transactional enqueue is refused for it)"
-        )
-    assert isinstance(transaction, StoreTransaction)
-    return transaction
+    return caller_transaction(fixture, " (transactional enqueue is refused for it)")
 
 
 class StreamingBulkStoreContract(StoreContract):

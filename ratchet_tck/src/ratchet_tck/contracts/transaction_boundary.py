@@ -25,7 +25,7 @@ import pytest
 from ratchet_api.errors import StoreError
 from ratchet_api.store.entities import NodeEntity
 from ratchet_api.store.protocols import JobStore, LockStore
-from ratchet_tck.contracts.base import StoreContract
+from ratchet_tck.contracts.base import StoreContract, caller_transaction
 from ratchet_tck.fixture import StoreFixture, StoreTransaction
 
 _LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -39,15 +39,7 @@ def _node(node_id: str) -> NodeEntity:
 
 
 def _transaction(fixture: StoreFixture) -> StoreTransaction:
-    begin = getattr(fixture, "begin_transaction", None)
-    transaction = begin() if callable(begin) else None
-    if transaction is None:
-        pytest.skip(
-            "the fixture's begin_transaction() gives no transaction: the store cannot join "
-            "callers' transactions, so no liveness write can join one"
-        )
-    assert isinstance(transaction, StoreTransaction)
-    return transaction
+    return caller_transaction(fixture, ", so no liveness write can join one")
 
 
 def _node_ids(store: JobStore) -> set[str]:
