@@ -86,8 +86,8 @@ class StatementLane:
         self._engine.dispose(close=False)
 
     def take(self) -> LaneConnection | None:
-        """A lane connection for one statement, or None when every one is in use, none can be
-        opened without waiting on the pool, or in a forked child (use the pool then)."""
+        """A lane connection for one statement, or None when every one is in use or none can
+        be opened without waiting on the pool (use the pool then)."""
         while True:
             with self._lock:
                 if self._closed:
