@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 from dependency_injector import providers
 
-from ratchet_api.model import JobStatus
+from ratchet_api.model import JobStatus, PollingConfig
 from ratchet_core.worker.outcome import DEFAULT_CIRCUIT_DELAY, SANITIZER_FAILED
 from ratchet_tck.memory import InMemoryJobStore
 from tests.engine import targets
@@ -223,4 +223,22 @@ def test_a_burst_in_slices_waits_for_a_deferred_job_due_before_its_own_deadline(
     stats = _run_burst(worker, 60.0, WorkerSignals())  # not installed: no signal handlers
     assert stats.idle
     assert stats.released >= 1  # deferred by flow control once at least
+    assert _job(store, job_id).status is JobStatus.SUCCEEDED
+
+
+# ---------------------------------------------------------------- idleness without the poll wait
+
+
+def test_run_until_idle_does_not_wait_for_the_pollers_interval(
+    on_memory: Callable[..., Any], store: InMemoryJobStore
+) -> None:
+    """Idleness takes two empty polls, the second begun after the first ended: it is asked
+    for at once, so a worker whose idle poll interval (here 30 s) is longer than the whole
+    ``run_until_idle`` timeout (10 s) still finds itself idle within it."""
+    container = on_memory()
+    job_id = container.scheduler().enqueue(targets.add, 1, 1)
+    slow = PollingConfig(min_interval=timedelta(seconds=30), max_interval=timedelta(seconds=30))
+    worker = container.worker(worker_settings=fast_settings(polling=slow))
+    stats = worker.run_until_idle(timeout=10)
+    assert stats.idle
     assert _job(store, job_id).status is JobStatus.SUCCEEDED

@@ -18,14 +18,23 @@ def is_idle(p: Parts, deadline: float, horizon: float | None = None) -> bool:
     if not p.quiet():
         time.sleep(0.005)
         return False
-    # Nothing in flight: idle once a poll that started after this moment finds nothing.
+    # Nothing in flight: idle once a poll that started after this moment finds nothing. The
+    # first empty poll counted may have been under way already; the poller runs one poll at a
+    # time, so the second started after the first ended. It is asked for as soon as the first
+    # is counted: an idle poller would otherwise wait its backed-off interval (up to
+    # worker.poll_max_interval) before polling again.
     polls = p.producer.empty_polls
     p.producer.request_poll()
+    asked_again = False
     while time.monotonic() < deadline:
         if not p.quiet():
             return False
-        if p.producer.empty_polls >= polls + 2:
+        done = p.producer.empty_polls - polls
+        if done >= 2:
             break
+        if done == 1 and not asked_again:
+            p.producer.request_poll()
+            asked_again = True
         time.sleep(0.002)
     else:
         return False

@@ -1,0 +1,271 @@
+"""The floors under issue 23's three unmet targets, next to the peers, in one run.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_floors.py                   # both parts
+    .venv/bin/python benchmarks/bench_floors.py --only imports    # RSS and start-up floor
+    .venv/bin/python benchmarks/bench_floors.py --only sqlite     # SQLite single-enqueue floor
+
+The peers come from ``.venv-peers`` (``benchmarks/requirements-bench.txt``; nothing is installed
+at run time), as in ``bench_peers.py``.
+
+**imports**: a fresh interpreter per run, interleaved ``--runs`` times, medians. Each prints
+its own ``VmHWM`` (peak resident set: it is per address space, so the parent's size does not
+carry over ``exec``); wall time is spawn to exit, CPU is the child's user + system time
+(``os.wait4``). The rows:
+
+* PgQueuer's worker imports (``asyncpg``, ``pgqueuer``), in the peers' interpreter;
+* SQLAlchemy, its psycopg dialect and psycopg: Ratchet's data layer, not one Ratchet module;
+* the same and Ratchet's PostgreSQL worker modules (``ratchet_core.cli.worker``, the store);
+* each system's whole worker on an empty queue of a scratch PostgreSQL database, until it
+  exits (PgQueuer's ``drain`` mode, ``ratchet worker --burst``), its ``VmHWM`` polled.
+
+**sqlite**: per-call wall and CPU time (``time.process_time``) of one enqueue at SQLite's
+``synchronous=FULL`` in WAL mode (both systems' default), ``--calls`` calls per row,
+interleaved ``--runs`` times, medians, each row in its own file in one directory:
+
+* Huey's enqueue (a ``SqliteHuey`` task call);
+* a raw sqlite3 insert of one Huey row (Huey's statement: ``begin exclusive``, ``insert into
+  task``, ``commit``) into Huey's schema;
+* a raw sqlite3 insert of one Ratchet job row (``BEGIN IMMEDIATE``, the store's ``INSERT``,
+  ``COMMIT``, no Ratchet code) into Ratchet's migrated schema, and into the same table without
+  its secondary indexes;
+* Ratchet's ``scheduler.enqueue``.
+
+Nothing is asserted; the figures go to ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_engine  # noqa: E402
+import bench_peers  # noqa: E402
+
+from tests.engine import targets  # noqa: E402
+
+_PEAK = (
+    "\nwith open('/proc/self/status', encoding='ascii') as s:\n"
+    "    print([int(l.split()[1]) for l in s if l.startswith('VmHWM:')][0] / 1024)\n"
+)
+IMPORT_SETS = {
+    "PgQueuer worker imports (asyncpg, pgqueuer)": ("peers", "import asyncpg, pgqueuer"),
+    "SQLAlchemy + psycopg dialect + psycopg": (
+        "ratchet",
+        "import sqlalchemy, sqlalchemy.dialects.postgresql.psycopg, psycopg",
+    ),
+    "the above + Ratchet's worker modules": (
+        "ratchet",
+        "import sqlalchemy.dialects.postgresql.psycopg, psycopg, ratchet_store_sql.store,"
+        " ratchet_core.cli.worker",
+    ),
+}
+
+
+def _python(side: str) -> str:
+    return str(bench_peers.PEERS / "bin" / "python") if side == "peers" else sys.executable
+
+
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, child CPU s, stdout) of one process run to its end."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=tempfile.gettempdir(), stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    out = process.stdout.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"{command[:3]} exited with {process.returncode}")
+    return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, out
+
+
+def _whole_worker(spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[float, float, float]:
+    """(wall s, peak RSS MiB, 0) of a worker run on an empty queue until it exits."""
+    started = time.perf_counter()
+    process = spawn()
+    peak = 0.0
+    while process.poll() is None:
+        peak = max(peak, bench_peers.peak_rss_mib(process.pid))
+        time.sleep(0.005)
+    if process.returncode:
+        raise RuntimeError(f"worker exited with {process.returncode}")
+    return time.perf_counter() - started, peak, 0.0
+
+
+def imports_part(runs: int) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    with bench_engine.scratch("postgresql") as url:
+        dsn = url.replace("postgresql+psycopg://", "postgresql://")
+        bench_peers.pgq_install(dsn)
+        workers: dict[str, Callable[[], subprocess.Popen[bytes]]] = {
+            "PgQueuer's whole worker, empty queue (drain)": lambda: bench_peers.pgq_spawn(
+                dsn, "drain", 10
+            ),
+            "Ratchet's whole worker, empty queue (--burst)": lambda: bench_engine.worker_process(
+                url, "--burst", "-c", "16", "--prefetch", "64", **bench_peers.RATCHET_WORKER
+            ),
+        }
+        for _ in range(runs):
+            for label, (side, code) in IMPORT_SETS.items():
+                wall, cpu, out = _timed([_python(side), "-c", code + _PEAK], env)
+                rows.setdefault(label, []).append((wall, cpu, float(out.split()[-1])))
+            for label, spawn in workers.items():
+                wall, peak, _ = _whole_worker(spawn)
+                rows.setdefault(label, []).append((wall, float("nan"), peak))
+    print("\n| process | peak RSS (MiB) | wall (s) | CPU (s) |")
+    print("|---|---:|---:|---:|")
+    for label, values in rows.items():
+        wall, cpu, peak = (statistics.median(v[i] for v in values) for i in range(3))
+        cpu_text = "" if cpu != cpu else f"{cpu:.2f}"  # NaN: not measured
+        print(f"| {label} | {peak:.1f} | {wall:.2f} | {cpu_text} |")
+
+
+def _per_call(calls: int, action: Callable[[], object]) -> tuple[float, float]:
+    """(wall µs, CPU µs) per call of ``action``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        action()
+    return (
+        (time.perf_counter() - wall) / calls * 1e6,
+        (time.process_time() - cpu) / calls * 1e6,
+    )
+
+
+def _raw(path: str, setup: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    setup(conn)
+    return conn
+
+
+def sqlite_part(runs: int, calls: int) -> None:
+    rows: dict[str, list[tuple[float, float]]] = {}
+    with bench_engine.scratch("sqlite") as url, tempfile.TemporaryDirectory() as tmp:
+        c = bench_engine.container(url)
+        scheduler = c.scheduler()
+        scheduler.enqueue(targets.noop)  # warm up; its row is the template of the raw rows
+        source = sqlite3.connect(url.removeprefix("sqlite:///"))
+        ddl = [
+            sql
+            for (sql,) in source.execute(
+                "SELECT sql FROM sqlite_master WHERE tbl_name = 'ratchet_jobs' AND sql IS NOT NULL"
+            )
+        ]
+        cursor = source.execute("SELECT * FROM ratchet_jobs LIMIT 1")
+        template = list(cursor.fetchone())
+        columns = [d[0] for d in cursor.description]
+        source.close()
+        insert = (
+            f"INSERT INTO ratchet_jobs ({', '.join(columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))})"
+        )
+        id_index = columns.index("id")
+
+        huey = bench_peers.huey_module(Path(tmp) / "huey.db")
+        huey.noop()
+        blob = huey.huey.storage.dequeue()  # one message as Huey stores it
+
+        def table(indexes: bool) -> Callable[[sqlite3.Connection], None]:
+            def setup(conn: sqlite3.Connection) -> None:
+                for sql in ddl:
+                    if indexes or not sql.startswith("CREATE INDEX"):
+                        conn.execute(sql)
+
+            return setup
+
+        def huey_schema(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "create table task (id integer not null primary key, queue text not null, "
+                "data blob not null, priority real not null default 0.0)"
+            )
+            conn.execute("create index task_queue_priority_id on task (queue, priority desc, id)")
+
+        raws = {
+            "raw sqlite3: one Huey row": _raw(str(Path(tmp) / "huey-raw.db"), huey_schema),
+            "raw sqlite3: one Ratchet job row": _raw(str(Path(tmp) / "r.db"), table(True)),
+            "raw sqlite3: the same row, no secondary index": _raw(
+                str(Path(tmp) / "r0.db"), table(False)
+            ),
+        }
+
+        def raw_action(label: str, conn: sqlite3.Connection) -> Callable[[], object]:
+            if label.endswith("Huey row"):
+
+                def huey_row() -> None:
+                    conn.execute("begin exclusive")
+                    conn.execute(
+                        "insert into task (queue, data, priority) values (?, ?, ?)",
+                        ("bench", blob, 0),
+                    )
+                    conn.execute("commit")
+
+                return huey_row
+
+            def job_row() -> None:
+                values = list(template)
+                values[id_index] = uuid.uuid4().hex
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(insert, values)
+                conn.execute("COMMIT")
+
+            return job_row
+
+        actions: dict[str, Callable[[], object]] = {"Huey enqueue": huey.noop}
+        actions.update({label: raw_action(label, conn) for label, conn in raws.items()})
+        actions["Ratchet enqueue"] = lambda: scheduler.enqueue(targets.noop)
+        for action in actions.values():
+            action()  # warm up
+        for _ in range(runs):
+            for label, action in actions.items():
+                rows.setdefault(label, []).append(_per_call(calls, action))
+        for conn in raws.values():
+            conn.close()
+        huey.huey.flush()
+        c.job_store().close()
+    huey_wall = statistics.median(w for w, _ in rows["Huey enqueue"])
+    print(
+        f"\n| one call, synchronous=FULL, WAL ({calls} calls x {runs}) | wall (µs) | CPU (µs) "
+        "| Huey enqueue / this (jobs/s ratio) |"
+    )
+    print("|---|---:|---:|---:|")
+    for label, values in rows.items():
+        wall = statistics.median(w for w, _ in values)
+        cpu = statistics.median(c for _, c in values)
+        print(f"| {label} | {wall:.0f} | {cpu:.0f} | {huey_wall / wall:.2f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=["imports", "sqlite"])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2_000, help="sqlite: calls per row per run")
+    parser.add_argument("--peers", type=Path, default=bench_peers.PEERS)
+    args = parser.parse_args(argv)
+    bench_peers.use_peers(args.peers)
+    print(f"load average before: {bench_engine.load()}")
+    if args.only in (None, "imports"):
+        imports_part(args.runs)
+    if args.only in (None, "sqlite"):
+        sqlite_part(args.runs, args.calls)
+    print(f"load average after: {bench_engine.load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
