@@ -99,6 +99,31 @@ def test_postgres_listener_reconnects_after_its_connection_is_killed(postgres_ur
         b.close()
 
 
+def test_postgres_close_ends_the_listener_without_waiting_out_its_interval(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close()`` wakes the listener thread through its local socket pair: even with a quiet
+    interval far longer than ``close``'s 5 s join, the thread has ended when it returns (a
+    worker's stop, and so ``ratchet worker --burst``, no longer waits out the interval)."""
+    from ratchet_core.cluster import coordination
+
+    monkeypatch.setattr(coordination, "LISTEN_WAKE_SECONDS", 60.0)
+    a = PostgresNotifyClusterCoordinator(postgres_url, "node-a", "ratchet_test_c")
+    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_c")
+    try:
+        inbox = Inbox()
+        b.register_wakeup_listener(inbox)
+        assert b.wait_subscribed(5)
+        a.notify_new_work(JobPriority.NORMAL, NodeIdentity(node_id="node-a"), None)
+        assert inbox.wait(), "a notification must still arrive within the long interval"
+        listener = b._subscriber
+        assert listener is not None and listener.is_alive()
+    finally:
+        a.close()
+        b.close()
+    assert not listener.is_alive()
+
+
 def test_redis_pubsub_wakes_other_nodes_only() -> None:
     if not servers.port_open("127.0.0.1", 6379):
         servers.unavailable("Redis", "nothing answers on 127.0.0.1:6379")

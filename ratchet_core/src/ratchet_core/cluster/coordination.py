@@ -16,9 +16,12 @@ other wake-ups (a retried or resumed job).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import select
+import socket
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -167,8 +170,10 @@ def decode_hint(text: str) -> JobWakeupHint | None:
 
 LISTEN_WAKE_SECONDS = 0.2
 """How long a listener thread waits for a message before it looks whether it was closed: what
-``close()`` waits at most for it (a blocked wait on the server's socket cannot be interrupted
-from another thread without a round trip to the server, which an outage would stall)."""
+``close()`` waits at most for it where the wait cannot be interrupted (Redis's ``get_message``;
+a wait on the server's socket cannot be cut short from another thread through the connection
+itself without a round trip to the server, which an outage would stall). PostgreSQL's listener
+waits on its socket and on a local socket pair that ``close()`` writes to, so it ends at once."""
 
 
 class _ListenerThreadCoordinator:
@@ -338,6 +343,8 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
         jobs: the scheduler then publishes nothing for an enqueue."""
         self._pub_conn: Any = None
         self._listen_conn: Any = None
+        # close() writes a byte to the first socket; the listener waits on the second too
+        self._stop_send, self._stop_receive = socket.socketpair()
 
     def _connect(self) -> Any:
         import psycopg
@@ -366,8 +373,13 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
             for channel in dict.fromkeys((DATABASE_CHANNEL, self.channel)):
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self._subscribed.set()
+            waiting = [conn.fileno(), self._stop_receive]
             while not self._closed.is_set():
-                for notify in conn.notifies(timeout=LISTEN_WAKE_SECONDS):
+                ready, _, _ = select.select(waiting, [], [], LISTEN_WAKE_SECONDS)
+                if self._stop_receive in ready or not ready:
+                    continue  # closed (the loop ends), or a quiet interval
+                # the server sent something: what it holds now, without waiting further
+                for notify in conn.notifies(timeout=0):
                     deliver(notify.payload)
                     if self._closed.is_set():
                         break
@@ -378,8 +390,14 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
             except Exception:  # noqa: BLE001 - closing a broken connection
                 _log.debug("closing listener connection failed", exc_info=True)
 
+    def _interrupt(self) -> None:
+        with contextlib.suppress(OSError):  # already written to, or closed
+            self._stop_send.send(b"x")
+
     def _close_transport(self) -> None:
         self._reset_publisher()
+        self._stop_send.close()
+        self._stop_receive.close()
 
 
 class RedisClusterCoordinator(_ListenerThreadCoordinator):
