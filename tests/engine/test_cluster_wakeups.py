@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from datetime import timedelta
@@ -122,6 +123,87 @@ def test_postgres_close_ends_the_listener_without_waiting_out_its_interval(
         a.close()
         b.close()
     assert not listener.is_alive()
+
+
+def _hears(postgres_url: str, listener: PostgresNotifyClusterCoordinator, channel: str) -> bool:
+    """A hint published by another node on ``channel`` reaches ``listener``'s inbox."""
+    other = PostgresNotifyClusterCoordinator(postgres_url, "node-other", channel)
+    inbox = Inbox()
+    listener.register_wakeup_listener(inbox)
+    try:
+        assert listener.wait_subscribed(5)
+        other.notify_new_work(JobPriority.NORMAL, NodeIdentity(node_id="node-other"), None)
+        return inbox.wait()
+    finally:
+        other.close()
+
+
+def test_postgres_listener_hears_with_a_descriptor_above_1023(postgres_url: str) -> None:
+    """``select()`` refuses descriptors from 1024 on; the listener waits through the
+    platform's selector, so a process with many files open still gets its wake-ups."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit on open files ({hard}) leaves no descriptor above 1023")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_d")
+    try:
+        assert _hears(postgres_url, b, "ratchet_test_d")
+        assert b._listen_conn is not None and b._listen_conn.fileno() >= 1024
+    finally:
+        b.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_postgres_listener_delivers_what_its_listen_statements_read(postgres_url: str) -> None:
+    """A notification that arrives while the listener's own ``LISTEN`` statements run is read
+    by psycopg with their results (the socket then has nothing more to read): it is delivered
+    at once, not held until some later message."""
+
+    class Backlogged(PostgresNotifyClusterCoordinator):
+        def _connect(self) -> Any:
+            conn = super()._connect()
+            # this session's own NOTIFY comes back with its command's result
+            conn.execute("LISTEN ratchet_test_e")
+            hint = encode_hint(JobPriority.NORMAL, NodeIdentity(node_id="node-other"), None)
+            conn.execute("SELECT pg_notify('ratchet_test_e', %s)", (hint,))
+            return conn
+
+    b = Backlogged(postgres_url, "node-b", "ratchet_test_e")
+    inbox = Inbox()
+    b.register_wakeup_listener(inbox)
+    try:
+        assert b.wait_subscribed(5)
+        assert inbox.wait(), "the notification read with the LISTEN was not delivered"
+    finally:
+        b.close()
+
+
+def test_a_forked_child_closing_its_copy_leaves_the_parents_listener_alone(
+    postgres_url: str,
+) -> None:
+    """A child forked while the listener runs inherits the coordinator; its ``close()`` must
+    not stop or disturb the parent's listener."""
+    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_f")
+    try:
+        b.register_wakeup_listener(Inbox())
+        assert b.wait_subscribed(5)
+        pid = os.fork()
+        if pid == 0:  # the child: close the inherited copy and leave at once
+            try:
+                b.close()
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert _hears(postgres_url, b, "ratchet_test_f")
+        assert b._subscriber is not None and b._subscriber.is_alive()
+    finally:
+        b.close()
 
 
 def test_redis_pubsub_wakes_other_nodes_only() -> None:

@@ -20,7 +20,7 @@ import contextlib
 import json
 import logging
 import os
-import select
+import selectors
 import socket
 import threading
 from collections.abc import Callable
@@ -343,8 +343,9 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
         jobs: the scheduler then publishes nothing for an enqueue."""
         self._pub_conn: Any = None
         self._listen_conn: Any = None
-        # close() writes a byte to the first socket; the listener waits on the second too
-        self._stop_send, self._stop_receive = socket.socketpair()
+        self._stop: tuple[int, socket.socket] | None = None
+        """(process id, the socket ``close()`` writes to) of the listening session: the
+        listener waits on the other end of the pair too."""
 
     def _connect(self) -> Any:
         import psycopg
@@ -367,37 +368,54 @@ class PostgresNotifyClusterCoordinator(_ListenerThreadCoordinator):
     def _listen(self, deliver: Callable[[str], None]) -> None:
         from psycopg import sql
 
-        conn = self._connect()
-        self._listen_conn = conn
+        # A pair per listening session and process: a forked child (no listener thread)
+        # that closes its inherited coordinator must not write to the parent's pair.
+        stop_send, stop_receive = socket.socketpair()
+        self._stop = (os.getpid(), stop_send)
+        waiting = selectors.DefaultSelector()  # select() fails on descriptors >= 1024
+        conn: Any = None
         try:
+            conn = self._connect()
+            self._listen_conn = conn
             for channel in dict.fromkeys((DATABASE_CHANNEL, self.channel)):
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
             self._subscribed.set()
-            waiting = [conn.fileno(), self._stop_receive]
+            waiting.register(conn.fileno(), selectors.EVENT_READ)
+            waiting.register(stop_receive, selectors.EVENT_READ)
+            ready = True  # first hand over what the LISTENs read (psycopg keeps it)
             while not self._closed.is_set():
-                ready, _, _ = select.select(waiting, [], [], LISTEN_WAKE_SECONDS)
-                if self._stop_receive in ready or not ready:
-                    continue  # closed (the loop ends), or a quiet interval
-                # the server sent something: what it holds now, without waiting further
-                for notify in conn.notifies(timeout=0):
-                    deliver(notify.payload)
-                    if self._closed.is_set():
-                        break
+                if ready:
+                    # what the connection holds now, without waiting further
+                    for notify in conn.notifies(timeout=0):
+                        deliver(notify.payload)
+                        if self._closed.is_set():
+                            return
+                ready = False
+                for key, _ in waiting.select(LISTEN_WAKE_SECONDS):
+                    if key.fileobj is stop_receive:
+                        stop_receive.recv(64)  # close() (the loop ends) or a stray byte
+                    else:
+                        ready = True
         finally:
+            self._stop = None
+            waiting.close()
+            stop_send.close()
+            stop_receive.close()
             self._listen_conn = None
             try:
-                conn.close()
+                if conn is not None:
+                    conn.close()
             except Exception:  # noqa: BLE001 - closing a broken connection
                 _log.debug("closing listener connection failed", exc_info=True)
 
     def _interrupt(self) -> None:
-        with contextlib.suppress(OSError):  # already written to, or closed
-            self._stop_send.send(b"x")
+        stop = self._stop
+        if stop is not None and stop[0] == os.getpid():
+            with contextlib.suppress(OSError):  # the session ended meanwhile
+                stop[1].send(b"x")
 
     def _close_transport(self) -> None:
         self._reset_publisher()
-        self._stop_send.close()
-        self._stop_receive.close()
 
 
 class RedisClusterCoordinator(_ListenerThreadCoordinator):
