@@ -16,9 +16,15 @@ carry over ``exec``); wall time is spawn to exit, CPU is the child's user + syst
 
 * PgQueuer's worker imports (``asyncpg``, ``pgqueuer``), in the peers' interpreter;
 * SQLAlchemy, its psycopg dialect and psycopg: Ratchet's data layer, not one Ratchet module;
-* the same and Ratchet's PostgreSQL worker modules (``ratchet_core.cli.worker``, the store);
+* the same and the other libraries Ratchet builds on (dependency-injector, cattrs, attrs, loguru,
+  click), still no Ratchet module (the frameworks ``ratchet_core.runtime._lean`` hides from
+  dependency-injector hidden the same way);
+* SQLAlchemy, psycopg and Ratchet's PostgreSQL worker modules (``ratchet_core.cli.worker``, the
+  store);
 * each system's whole worker on an empty queue of a scratch PostgreSQL database, until it
-  exits (PgQueuer's ``drain`` mode, ``ratchet worker --burst``), its ``VmHWM`` polled.
+  exits (PgQueuer's ``drain`` mode, ``ratchet worker --burst``), its ``VmHWM`` polled; PgQueuer
+  both as ``bench_peers.py`` runs it (``peer_pgqueuer.py``: its queue manager, no CLI) and
+  through its own command line (``pgq run``, as Ratchet's runs through ``ratchet worker``).
 
 **sqlite**: per-call wall and CPU time (``time.process_time``) of one enqueue at SQLite's
 ``synchronous=FULL`` in WAL mode (both systems' default), ``--calls`` calls per row,
@@ -62,13 +68,31 @@ _PEAK = (
     "\nwith open('/proc/self/status', encoding='ascii') as s:\n"
     "    print([int(l.split()[1]) for l in s if l.startswith('VmHWM:')][0] / 1024)\n"
 )
+_HIDE_UNUSED = (
+    "import importlib.abc, sys\n"
+    "class Hide(importlib.abc.MetaPathFinder):\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.partition('.')[0] in {'fastapi', 'fast_depends', 'starlette', 'werkzeug',"
+    " 'pydantic'}:\n"
+    "            raise ModuleNotFoundError(name)\n"
+    "sys.meta_path.insert(0, Hide())\n"
+)
+"""What ``ratchet_core.runtime._lean`` does before dependency-injector is imported: the web
+frameworks (and pydantic) its optional integrations would import are hidden."""
 IMPORT_SETS = {
     "PgQueuer worker imports (asyncpg, pgqueuer)": ("peers", "import asyncpg, pgqueuer"),
     "SQLAlchemy + psycopg dialect + psycopg": (
         "ratchet",
         "import sqlalchemy, sqlalchemy.dialects.postgresql.psycopg, psycopg",
     ),
-    "the above + Ratchet's worker modules": (
+    "the above + the other libraries Ratchet builds on (dependency-injector, cattrs, attrs,"
+    " loguru, click), no Ratchet module": (
+        "ratchet",
+        _HIDE_UNUSED + "import sqlalchemy, sqlalchemy.dialects.postgresql.psycopg, psycopg,"
+        " dependency_injector.containers, dependency_injector.providers, cattrs, attrs, loguru,"
+        " click",
+    ),
+    "SQLAlchemy + psycopg + Ratchet's worker modules": (
         "ratchet",
         "import sqlalchemy.dialects.postgresql.psycopg, psycopg, ratchet_store_sql.store,"
         " ratchet_core.cli.worker",
@@ -106,6 +130,14 @@ def _whole_worker(spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[float, 
     return time.perf_counter() - started, peak, 0.0
 
 
+def _pgq_cli(dsn: str) -> subprocess.Popen[bytes]:
+    """PgQueuer's worker as its users start it: its own command line."""
+    command = [str(bench_peers.PEERS / "bin" / "pgq"), "--pg-dsn", dsn, "run"]
+    command += ["benchmarks.peer_pgqueuer:factory", "--mode", "drain", "--log-level", "WARNING"]
+    env = dict(os.environ, PYTHONPATH=str(REPO), RATCHET_BENCH_PGQ_DSN=dsn)
+    return subprocess.Popen(command, env=env, cwd=str(REPO))
+
+
 def imports_part(runs: int) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     rows: dict[str, list[tuple[float, float, float]]] = {}
@@ -115,6 +147,9 @@ def imports_part(runs: int) -> None:
         workers: dict[str, Callable[[], subprocess.Popen[bytes]]] = {
             "PgQueuer's whole worker, empty queue (drain)": lambda: bench_peers.pgq_spawn(
                 dsn, "drain", 10
+            ),
+            "PgQueuer's whole worker through its CLI (pgq run, drain), empty queue": lambda: (
+                _pgq_cli(dsn)
             ),
             "Ratchet's whole worker, empty queue (--burst)": lambda: bench_engine.worker_process(
                 url, "--burst", "-c", "16", "--prefetch", "64", **bench_peers.RATCHET_WORKER

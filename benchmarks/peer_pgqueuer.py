@@ -11,9 +11,12 @@ started the way its documentation's Python examples do.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import asyncpg
 from pgqueuer import AsyncpgDriver, PgQueuer
@@ -42,6 +45,24 @@ async def main(dsn: str, mode: str, batch_size: int) -> None:
         loop.add_signal_handler(signum, pgq.shutdown.set)
     await qm.run(batch_size=batch_size, mode=QueueExecutionMode(mode))
     await connection.close()
+
+
+@contextlib.asynccontextmanager
+async def factory() -> AsyncIterator[PgQueuer]:
+    """The same worker for PgQueuer's own command line, as its users start it:
+    ``pgq --pg-dsn DSN run benchmarks.peer_pgqueuer:factory`` (``DSN`` also in
+    ``RATCHET_BENCH_PGQ_DSN``). Needs the Typer release ``requirements-bench.txt`` pins."""
+    connection = await asyncpg.connect(os.environ["RATCHET_BENCH_PGQ_DSN"])
+    pgq = PgQueuer(AsyncpgDriver(connection))
+
+    @pgq.entrypoint("noop")
+    async def noop(job: Job) -> None:
+        """Does nothing."""
+
+    try:
+        yield pgq
+    finally:
+        await connection.close()
 
 
 if __name__ == "__main__":
