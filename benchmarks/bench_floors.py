@@ -33,7 +33,7 @@ interleaved ``--runs`` times, medians, each row in its own file in one directory
 * Huey's enqueue (a ``SqliteHuey`` task call);
 * a raw sqlite3 insert of one Huey row (Huey's statement: ``begin exclusive``, ``insert into
   task``, ``commit``) into Huey's schema;
-* a raw sqlite3 insert of one Ratchet job row (``BEGIN IMMEDIATE``, the store's ``INSERT``,
+* a raw sqlite3 insert of one Ratchet job row (``BEGIN IMMEDIATE``, the ``INSERT`` and row of
   ``COMMIT``, no Ratchet code) into Ratchet's migrated schema, and into the same table without
   its secondary indexes;
 * Ratchet's ``scheduler.enqueue``.
@@ -51,7 +51,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,6 +60,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_engine  # noqa: E402
 import bench_peers  # noqa: E402
+import bench_sqlite_row_indexes as row_indexes  # noqa: E402
 
 from tests.engine import targets  # noqa: E402
 
@@ -79,6 +79,13 @@ _HIDE_UNUSED = (
 )
 """What ``ratchet_core.runtime._lean`` does before dependency-injector is imported: the web
 frameworks (and pydantic) its optional integrations would import are hidden."""
+_HUEY_SCHEMA = (
+    "create table task (id integer not null primary key, queue text not null, "
+    "data blob not null, priority real not null default 0.0)",
+    "create index task_queue_priority_id on task (queue, priority desc, id)",
+)
+"""Huey's task table and its index (``huey.storage.SqliteStorage``)."""
+_HUEY_INSERT = "insert into task (queue, data, priority) values (?, ?, ?)"
 IMPORT_SETS = {
     "PgQueuer worker imports (asyncpg, pgqueuer)": ("peers", "import asyncpg, pgqueuer"),
     "SQLAlchemy + psycopg dialect + psycopg": (
@@ -117,8 +124,8 @@ def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return time.perf_counter() - started, usage.ru_utime + usage.ru_stime, out
 
 
-def _whole_worker(spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[float, float, float]:
-    """(wall s, peak RSS MiB, 0) of a worker run on an empty queue until it exits."""
+def _whole_worker(spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[float, float]:
+    """(wall s, peak RSS MiB) of a worker run on an empty queue until it exits."""
     started = time.perf_counter()
     process = spawn()
     peak = 0.0
@@ -127,7 +134,7 @@ def _whole_worker(spawn: Callable[[], subprocess.Popen[bytes]]) -> tuple[float, 
         time.sleep(0.005)
     if process.returncode:
         raise RuntimeError(f"worker exited with {process.returncode}")
-    return time.perf_counter() - started, peak, 0.0
+    return time.perf_counter() - started, peak
 
 
 def _pgq_cli(dsn: str) -> subprocess.Popen[bytes]:
@@ -160,7 +167,7 @@ def imports_part(runs: int) -> None:
                 wall, cpu, out = _timed([_python(side), "-c", code + _PEAK], env)
                 rows.setdefault(label, []).append((wall, cpu, float(out.split()[-1])))
             for label, spawn in workers.items():
-                wall, peak, _ = _whole_worker(spawn)
+                wall, peak = _whole_worker(spawn)
                 rows.setdefault(label, []).append((wall, float("nan"), peak))
     print("\n| process | peak RSS (MiB) | wall (s) | CPU (s) |")
     print("|---|---:|---:|---:|")
@@ -181,95 +188,56 @@ def _per_call(calls: int, action: Callable[[], object]) -> tuple[float, float]:
     )
 
 
-def _raw(path: str, setup: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    setup(conn)
-    return conn
-
-
 def sqlite_part(runs: int, calls: int) -> None:
     rows: dict[str, list[tuple[float, float]]] = {}
     with bench_engine.scratch("sqlite") as url, tempfile.TemporaryDirectory() as tmp:
         c = bench_engine.container(url)
         scheduler = c.scheduler()
-        scheduler.enqueue(targets.noop)  # warm up; its row is the template of the raw rows
-        source = sqlite3.connect(url.removeprefix("sqlite:///"))
-        ddl = [
-            sql
-            for (sql,) in source.execute(
-                "SELECT sql FROM sqlite_master WHERE tbl_name = 'ratchet_jobs' AND sql IS NOT NULL"
-            )
-        ]
-        cursor = source.execute("SELECT * FROM ratchet_jobs LIMIT 1")
-        template = list(cursor.fetchone())
-        columns = [d[0] for d in cursor.description]
-        source.close()
-        insert = (
-            f"INSERT INTO ratchet_jobs ({', '.join(columns)}) "
-            f"VALUES ({', '.join('?' * len(columns))})"
-        )
-        id_index = columns.index("id")
+        # the migrated table and indexes, and the job row, of bench_sqlite_row_indexes.py
+        table, indexes = row_indexes.schema(Path(tmp))
 
         huey = bench_peers.huey_module(Path(tmp) / "huey.db")
         huey.noop()
         blob = huey.huey.storage.dequeue()  # one message as Huey stores it
 
-        def table(indexes: bool) -> Callable[[sqlite3.Connection], None]:
-            def setup(conn: sqlite3.Connection) -> None:
-                for sql in ddl:
-                    if indexes or not sql.startswith("CREATE INDEX"):
-                        conn.execute(sql)
+        def created(name: str, *ddl: str) -> sqlite3.Connection:
+            conn = sqlite3.connect(Path(tmp) / name, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            for sql in ddl:
+                conn.execute(sql)
+            return conn
 
-            return setup
+        huey_raw = created("huey-raw.db", *_HUEY_SCHEMA)
 
-        def huey_schema(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "create table task (id integer not null primary key, queue text not null, "
-                "data blob not null, priority real not null default 0.0)"
-            )
-            conn.execute("create index task_queue_priority_id on task (queue, priority desc, id)")
+        def huey_row() -> None:
+            huey_raw.execute("begin exclusive")
+            huey_raw.execute(_HUEY_INSERT, ("bench", blob, 0))
+            huey_raw.execute("commit")
 
-        raws = {
-            "raw sqlite3: one Huey row": _raw(str(Path(tmp) / "huey-raw.db"), huey_schema),
-            "raw sqlite3: one Ratchet job row": _raw(str(Path(tmp) / "r.db"), table(True)),
-            "raw sqlite3: the same row, no secondary index": _raw(
-                str(Path(tmp) / "r0.db"), table(False)
-            ),
-        }
-
-        def raw_action(label: str, conn: sqlite3.Connection) -> Callable[[], object]:
-            if label.endswith("Huey row"):
-
-                def huey_row() -> None:
-                    conn.execute("begin exclusive")
-                    conn.execute(
-                        "insert into task (queue, data, priority) values (?, ?, ?)",
-                        ("bench", blob, 0),
-                    )
-                    conn.execute("commit")
-
-                return huey_row
-
-            def job_row() -> None:
-                values = list(template)
-                values[id_index] = uuid.uuid4().hex
+        def job_row(conn: sqlite3.Connection) -> Callable[[], None]:
+            def insert() -> None:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(insert, values)
+                conn.execute(row_indexes.INSERT, row_indexes.job_row())
                 conn.execute("COMMIT")
 
-            return job_row
+            return insert
 
-        actions: dict[str, Callable[[], object]] = {"Huey enqueue": huey.noop}
-        actions.update({label: raw_action(label, conn) for label, conn in raws.items()})
-        actions["Ratchet enqueue"] = lambda: scheduler.enqueue(targets.noop)
+        indexed = created("ratchet-raw.db", table, *indexes)
+        bare = created("ratchet-bare.db", table)
+        actions: dict[str, Callable[[], object]] = {
+            "Huey enqueue": huey.noop,
+            "raw sqlite3: one Huey row": huey_row,
+            "raw sqlite3: one Ratchet job row": job_row(indexed),
+            "raw sqlite3: the same row, no secondary index": job_row(bare),
+            "Ratchet enqueue": lambda: scheduler.enqueue(targets.noop),
+        }
         for action in actions.values():
             action()  # warm up
         for _ in range(runs):
             for label, action in actions.items():
                 rows.setdefault(label, []).append(_per_call(calls, action))
-        for conn in raws.values():
+        for conn in (huey_raw, indexed, bare):
             conn.close()
         huey.huey.flush()
         c.job_store().close()

@@ -100,31 +100,6 @@ def test_postgres_listener_reconnects_after_its_connection_is_killed(postgres_ur
         b.close()
 
 
-def test_postgres_close_ends_the_listener_without_waiting_out_its_interval(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``close()`` wakes the listener thread through its local socket pair: even with a quiet
-    interval far longer than ``close``'s 5 s join, the thread has ended when it returns (a
-    worker's stop, and so ``ratchet worker --burst``, no longer waits out the interval)."""
-    from ratchet_core.cluster import coordination
-
-    monkeypatch.setattr(coordination, "LISTEN_WAKE_SECONDS", 60.0)
-    a = PostgresNotifyClusterCoordinator(postgres_url, "node-a", "ratchet_test_c")
-    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_c")
-    try:
-        inbox = Inbox()
-        b.register_wakeup_listener(inbox)
-        assert b.wait_subscribed(5)
-        a.notify_new_work(JobPriority.NORMAL, NodeIdentity(node_id="node-a"), None)
-        assert inbox.wait(), "a notification must still arrive within the long interval"
-        listener = b._subscriber
-        assert listener is not None and listener.is_alive()
-    finally:
-        a.close()
-        b.close()
-    assert not listener.is_alive()
-
-
 def _hears(postgres_url: str, listener: PostgresNotifyClusterCoordinator, channel: str) -> bool:
     """A hint published by another node on ``channel`` reaches ``listener``'s inbox."""
     other = PostgresNotifyClusterCoordinator(postgres_url, "node-other", channel)
@@ -136,6 +111,25 @@ def _hears(postgres_url: str, listener: PostgresNotifyClusterCoordinator, channe
         return inbox.wait()
     finally:
         other.close()
+
+
+def test_postgres_close_ends_the_listener_without_waiting_out_its_interval(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close()`` wakes the listener thread through its local socket pair: even with a quiet
+    interval far longer than ``close``'s 5 s join, the thread has ended when it returns (a
+    worker's stop, and so ``ratchet worker --burst``, no longer waits out the interval)."""
+    from ratchet_core.cluster import coordination
+
+    monkeypatch.setattr(coordination, "LISTEN_WAKE_SECONDS", 60.0)
+    b = PostgresNotifyClusterCoordinator(postgres_url, "node-b", "ratchet_test_c")
+    try:
+        assert _hears(postgres_url, b, "ratchet_test_c"), "a notification must still arrive"
+        listener = b._subscriber
+        assert listener is not None and listener.is_alive()
+    finally:
+        b.close()
+    assert not listener.is_alive()
 
 
 def test_postgres_listener_hears_with_a_descriptor_above_1023(postgres_url: str) -> None:
